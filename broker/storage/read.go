@@ -1,0 +1,235 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"sync"
+	"syscall"
+)
+
+// Section is a byte range of one segment file: whole batches.
+type Section struct {
+	seg *segment
+	Pos int64 // file position
+	Len int64
+}
+
+// ReadResult is what a Fetch serves for one partition: whole batches
+// starting with the one that contains the fetch offset (as Kafka does, so
+// the first batch may hold offsets below it), up to maxBytes but at least
+// one batch, never past the high watermark. The bytes stay in the segment
+// files until WriteTo.
+//
+// Retention may delete a segment while a ReadResult holds it: each section
+// holds a reference on its segment, whose descriptor stays open until the
+// last Release (the file itself is unlinked at once; POSIX keeps an
+// unlinked open file readable). Call Release exactly once.
+type ReadResult struct {
+	HighWatermark, LogStartOffset, LastStableOffset int64
+	Size                                            int // total bytes of Sections
+	Sections                                        []Section
+}
+
+// Release drops the result's references on its segments.
+func (r *ReadResult) Release() {
+	for _, s := range r.Sections {
+		s.seg.unref()
+	}
+	r.Sections = nil
+}
+
+// Read returns the batches from offset, up to maxBytes (at least one whole
+// batch). An offset equal to the high watermark (or between it and the log
+// end, while an fsync is pending) yields an empty result.
+func (l *Log) Read(offset int64, maxBytes int32) (*ReadResult, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.closed {
+		return nil, fmt.Errorf("%w: log %s is closed", ErrStorage, l.dir)
+	}
+	if offset < l.logStart || offset > l.leo {
+		return nil, fmt.Errorf("%w: offset %d, log has [%d, %d)", ErrOffsetOutOfRange, offset, l.logStart, l.leo)
+	}
+	r := &ReadResult{HighWatermark: l.hw, LogStartOffset: l.logStart, LastStableOffset: l.lsoLocked()}
+	if offset >= l.hw {
+		return r, nil
+	}
+	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset }) - 1
+	if i < 0 {
+		i = 0
+	}
+	seg := l.segs[i]
+	if err := seg.loadIndexes(seg.size); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	pos, err := l.findBatch(seg, offset)
+	if err != nil {
+		return nil, err
+	}
+	budget := max(int64(maxBytes), 0)
+	for {
+		limit := l.limitLocked(seg)
+		end := pos
+		for end < limit {
+			if jp := seg.lookupPos(pos + budget); jp > end && jp <= limit {
+				end = jp // indexed boundaries: whole batches that fit
+				continue
+			}
+			var hb [batchHeaderSize]byte
+			h, err := seg.readHeader(end, &hb)
+			if err != nil {
+				r.Release()
+				return nil, fmt.Errorf("%w: %w", ErrStorage, err)
+			}
+			if end-pos+int64(h.size()) > budget && (r.Size > 0 || end > pos) {
+				break
+			}
+			end += int64(h.size())
+		}
+		if end > pos {
+			seg.ref()
+			r.Sections = append(r.Sections, Section{seg: seg, Pos: pos, Len: end - pos})
+			r.Size += int(end - pos)
+			budget -= end - pos
+		}
+		if end < limit || seg == l.hwSeg || i+1 >= len(l.segs) || budget <= 0 {
+			return r, nil
+		}
+		i++
+		seg, pos = l.segs[i], 0
+		if err := seg.loadIndexes(seg.size); err != nil {
+			r.Release()
+			return nil, fmt.Errorf("%w: %w", ErrStorage, err)
+		}
+	}
+}
+
+// limitLocked is how far seg may be read: its end, or the high watermark.
+func (l *Log) limitLocked(seg *segment) int64 {
+	switch {
+	case seg == l.hwSeg:
+		return l.hwPos
+	case l.hwSeg != nil && seg.base > l.hwSeg.base:
+		return 0
+	}
+	return seg.size
+}
+
+// findBatch returns the position of the batch of seg containing offset.
+func (l *Log) findBatch(seg *segment, offset int64) (int64, error) {
+	pos := seg.lookup(offset)
+	var hb [batchHeaderSize]byte
+	for pos < seg.size {
+		h, err := seg.readHeader(pos, &hb)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %w", ErrStorage, err)
+		}
+		if h.lastOffset() >= offset {
+			return pos, nil
+		}
+		pos += int64(h.size())
+	}
+	return pos, nil
+}
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
+// WriteTo writes the sections to w. When w is a socket that exposes its
+// descriptor (*net.TCPConn, *net.UnixConn) the bytes go file to socket with
+// sendfile(2), never through the Go heap; each call passes its own file
+// offset, so concurrent readers of one segment never share a seek
+// position. Write deadlines on the connection apply. Other writers (TLS) get
+// pread + Write.
+func (r *ReadResult) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	sc, isSock := w.(syscall.Conn)
+	if _, isNet := w.(net.Conn); !isNet {
+		isSock = false
+	}
+	for _, s := range r.Sections {
+		var n int64
+		var err error
+		if isSock {
+			n, err = sendfile(sc, s)
+		} else {
+			n, err = copySection(w, s)
+		}
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+func sendfile(sc syscall.Conn, s Section) (int64, error) {
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("sendfile: %w", err)
+	}
+	off, remain := s.Pos, s.Len
+	var werr error
+	err = rc.Write(func(fd uintptr) bool {
+		for remain > 0 {
+			n, e := syscall.Sendfile(int(fd), s.seg.fd, &off, int(min(remain, 1<<30)))
+			if n > 0 {
+				remain -= int64(n)
+			}
+			switch {
+			case e == syscall.EAGAIN:
+				return false // wait until the socket is writable
+			case e == syscall.EINTR:
+				continue
+			case e != nil:
+				werr = e
+				return true
+			case n == 0:
+				werr = io.ErrUnexpectedEOF // the file is shorter than the section
+				return true
+			}
+		}
+		return true
+	})
+	if err == nil {
+		err = werr
+	}
+	if err != nil {
+		return s.Len - remain, fmt.Errorf("sendfile %s: %w", s.seg.logPath(), err)
+	}
+	return s.Len, nil
+}
+
+func copySection(w io.Writer, s Section) (int64, error) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	n, err := io.CopyBuffer(onlyWriter{w}, io.NewSectionReader(s.seg.f, s.Pos, s.Len), *bp)
+	if err == nil && n != s.Len {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
+		return n, fmt.Errorf("copy %s: %w", s.seg.logPath(), err)
+	}
+	return n, nil
+}
+
+// onlyWriter hides ReadFrom so io.CopyBuffer uses the given buffer.
+type onlyWriter struct{ io.Writer }
+
+// AppendTo appends the sections' bytes to b (for callers that must hold
+// the bytes, such as a TLS connection or tests).
+func (r *ReadResult) AppendTo(b []byte) ([]byte, error) {
+	for _, s := range r.Sections {
+		start := len(b)
+		b = append(b, make([]byte, s.Len)...)
+		if _, err := s.seg.f.ReadAt(b[start:], s.Pos); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return b[:start], fmt.Errorf("read %s: %w", s.seg.logPath(), err)
+		}
+	}
+	return b, nil
+}

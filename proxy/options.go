@@ -1,0 +1,75 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"net"
+	"time"
+)
+
+// Options is the gateway's runtime plan, built once by cmd from the
+// validated configuration. The proxy never reads the YAML itself.
+type Options struct {
+	Listeners []ListenerOptions
+
+	// Upstream mode: bootstrap addresses of the upstream cluster. Empty
+	// means the Local backend serves every request.
+	Bootstrap       []string
+	UpstreamTLS     *tls.Config // nil: plaintext
+	DialTimeout     time.Duration
+	MetadataRefresh time.Duration
+	// Dial, if set, opens upstream TCP connections instead of net.Dialer
+	// (a SOCKS hop, or a benchmark that redirects an advertised address).
+	// TLS, if configured, is layered on what it returns.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// Local is the built-in broker; used when Bootstrap is empty.
+	Local Local
+
+	MaxFrameBytes int32
+	MaxInFlight   int           // pipelined requests per connection before reading stops
+	IdleTimeout   time.Duration // no frame started for this long closes the connection
+	FrameTimeout  time.Duration // a started frame must finish within this (pushed forward on progress)
+	DrainTimeout  time.Duration // graceful shutdown bound
+
+	Logger *slog.Logger
+}
+
+// ListenerOptions describes one client-facing listener.
+type ListenerOptions struct {
+	Name      string
+	Listen    string // bind address of the bootstrap port
+	Advertise string // host clients are told to connect to
+	// BrokerPortBase: node N of the upstream is served at BrokerPortBase+N.
+	// -1 means the bootstrap port + 1; 0 means a kernel-chosen port per
+	// node (stable only for the life of the process; meant for tests).
+	BrokerPortBase int
+}
+
+func (o *Options) setDefaults() {
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 10 * time.Second
+	}
+	if o.MetadataRefresh <= 0 {
+		o.MetadataRefresh = 30 * time.Second
+	}
+	if o.MaxFrameBytes <= 0 {
+		o.MaxFrameBytes = 100 << 20
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 100
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = 10 * time.Minute
+	}
+	if o.FrameTimeout <= 0 {
+		o.FrameTimeout = 30 * time.Second
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 15 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}

@@ -1,0 +1,100 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/rewrite"
+	"github.com/tollgate-kafka/tollgate/wire"
+)
+
+// closeReason says why a connection ended; it labels logs (and, later,
+// metrics), so the set is closed.
+type closeReason int
+
+const (
+	closeNone          closeReason = iota
+	closeClientEOF                 // the client closed the connection
+	closeIdle                      // no request within the idle timeout
+	closeShutdown                  // the gateway is shutting down
+	closeMalformed                 // a frame or header the gateway cannot parse
+	closeUnsupported               // a key/version the gateway did not offer
+	closeClientError               // reading or writing the client failed
+	closeUpstreamError             // dialing, reading or writing the upstream failed
+	closeBackendError              // the built-in broker failed the request
+)
+
+var closeReasonNames = [...]string{
+	closeNone:          "none",
+	closeClientEOF:     "client_closed",
+	closeIdle:          "idle_timeout",
+	closeShutdown:      "shutdown",
+	closeMalformed:     "malformed_request",
+	closeUnsupported:   "unsupported_version",
+	closeClientError:   "client_error",
+	closeUpstreamError: "upstream_error",
+	closeBackendError:  "backend_error",
+}
+
+func (r closeReason) String() string { return closeReasonNames[r] }
+
+// isFault reports reasons that tear the connection down at once instead of
+// answering what was already read.
+func (r closeReason) isFault() bool { return r >= closeMalformed }
+
+// apiName names a key for logs ("Unknown(123)" for keys kmsg does not know).
+func apiName(key int16) string {
+	if name := kmsg.NameForKey(key); name != "" && name != "Unknown" {
+		return name
+	}
+	return fmt.Sprintf("Unknown(%d)", key)
+}
+
+// needsKey reports keys whose responses can carry broker addresses in some
+// version, so a version this build cannot decode must never be forwarded.
+func needsKey(key int16) bool {
+	return rewrite.Needs(key, wire.MaxVersion(key))
+}
+
+var errShortProduce = errors.New("request ends before acks")
+
+// produceAcks reads the acks field of a Produce request without decoding
+// the body: it follows the transactional id (v3+; a compact nullable string
+// from the first flexible version, v9).
+func produceAcks(h wire.RequestHeader, frame []byte) (int16, error) {
+	b := frame[h.Len:]
+	if h.Version >= 3 {
+		if h.Flexible {
+			n, w := binary.Uvarint(b)
+			if w <= 0 || n > uint64(len(b)) {
+				return 0, errShortProduce
+			}
+			b = b[w:]
+			if n > 0 { // compact nullable: 0 is null, else length+1
+				if int(n-1) > len(b) {
+					return 0, errShortProduce
+				}
+				b = b[n-1:]
+			}
+		} else {
+			if len(b) < 2 {
+				return 0, errShortProduce
+			}
+			n := int16(binary.BigEndian.Uint16(b))
+			b = b[2:]
+			if n > 0 {
+				if int(n) > len(b) {
+					return 0, errShortProduce
+				}
+				b = b[n:]
+			}
+		}
+	}
+	if len(b) < 2 {
+		return 0, errShortProduce
+	}
+	return int16(binary.BigEndian.Uint16(b)), nil
+}

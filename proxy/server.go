@@ -1,0 +1,279 @@
+// Package proxy is the gateway: listeners, one session per client
+// connection (a read loop and a write loop joined by an in-order queue),
+// upstream pairing and broker discovery, and the adapter to the in-process
+// built-in broker. See DESIGN.md at the repository root for the contracts.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tollgate-kafka/tollgate/wire"
+)
+
+// Local is the built-in broker as the gateway sees it. Handle is called from
+// a session's read loop in request order; done is called exactly once, from
+// any goroutine: (body, nil) is the response, (nil, nil) no response,
+// (nil, err) closes the connection.
+type Local interface {
+	NewConn(remote string) LocalConn
+}
+
+// LocalConn is one client connection's handle on the built-in broker.
+type LocalConn interface {
+	Handle(req *wire.Request, done func(wire.Body, error))
+	Close()
+}
+
+// LocalFunc adapts a function to Local.
+type LocalFunc func(remote string) LocalConn
+
+// NewConn calls f.
+func (f LocalFunc) NewConn(remote string) LocalConn { return f(remote) }
+
+// Server owns every listener, session and goroutine of the gateway.
+type Server struct {
+	opts Options
+	log  *slog.Logger
+
+	listeners []*listener
+	nodes     *nodeRegistry // upstream mode only
+
+	mu       sync.Mutex
+	sessions map[*session]struct{}
+	closing  bool
+	wg       sync.WaitGroup // every goroutine the server starts
+	nextID   atomic.Uint64
+
+	stopDiscovery context.CancelFunc
+}
+
+// listener is one client-facing listener: its bootstrap port plus, in
+// upstream mode, one port per upstream node.
+type listener struct {
+	srv  *Server
+	opts ListenerOptions
+	host string // advertised host
+	boot net.Listener
+
+	mu      sync.Mutex
+	brokers map[int32]net.Listener // node id -> per-broker listener
+}
+
+// New validates opts and returns a server that has not started listening.
+func New(opts Options) (*Server, error) {
+	opts.setDefaults()
+	if len(opts.Listeners) == 0 {
+		return nil, errors.New("proxy: no listeners")
+	}
+	if len(opts.Bootstrap) == 0 && opts.Local == nil {
+		return nil, errors.New("proxy: neither an upstream bootstrap nor a local broker")
+	}
+	s := &Server{opts: opts, log: opts.Logger, sessions: make(map[*session]struct{})}
+	if s.upstreamMode() {
+		s.nodes = newNodeRegistry()
+	}
+	return s, nil
+}
+
+func (s *Server) upstreamMode() bool { return len(s.opts.Bootstrap) > 0 }
+
+// Start binds every listener and starts accepting. In upstream mode it
+// first asks the upstream for its brokers so that per-broker ports are open
+// before any client learns them (a failure there is logged, not fatal: the
+// brokers are also learned from the metadata clients fetch).
+func (s *Server) Start(ctx context.Context) error {
+	for _, lo := range s.opts.Listeners {
+		ln, err := net.Listen("tcp", lo.Listen)
+		if err != nil {
+			s.closeListeners()
+			return fmt.Errorf("listen %s (%s): %w", lo.Listen, lo.Name, err)
+		}
+		l := &listener{srv: s, opts: lo, boot: ln, brokers: make(map[int32]net.Listener)}
+		l.host = lo.Advertise
+		if l.host == "" {
+			l.host, _, _ = net.SplitHostPort(ln.Addr().String())
+		}
+		s.listeners = append(s.listeners, l)
+		s.log.Info("listening", "listener", lo.Name, "addr", ln.Addr().String(), "advertise", l.host)
+	}
+	for _, l := range s.listeners {
+		s.goAccept(l, l.boot, -1)
+	}
+	if s.upstreamMode() {
+		dctx, cancel := context.WithCancel(context.Background())
+		s.stopDiscovery = cancel
+		if err := s.discover(ctx); err != nil {
+			s.log.Warn("initial broker discovery failed; brokers will be learned from client metadata", "err", err)
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.discoveryLoop(dctx)
+		}()
+	}
+	return nil
+}
+
+// Addr is the bound bootstrap address of the i-th listener.
+func (s *Server) Addr(i int) net.Addr { return s.listeners[i].boot.Addr() }
+
+// BrokerAddr is the bound address serving node on the i-th listener, if open.
+func (s *Server) BrokerAddr(i int, node int32) (net.Addr, bool) {
+	l := s.listeners[i]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ln, ok := l.brokers[node]
+	if !ok {
+		return nil, false
+	}
+	return ln.Addr(), true
+}
+
+// goAccept runs the accept loop of one port. node is -1 for a bootstrap
+// port, else the upstream node the port serves.
+func (s *Server) goAccept(l *listener, ln net.Listener, node int32) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		var backoff time.Duration
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				// Temporary errors (EMFILE, ECONNABORTED): back off
+				// rather than spin, as net/http does.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("accept failed", "listener", l.opts.Name, "err", err, "retry_in", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			backoff = 0
+			s.startSession(l, c, node)
+		}
+	}()
+}
+
+func (s *Server) startSession(l *listener, c net.Conn, node int32) {
+	sess := newSession(s, l, c, node)
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		c.Close()
+		return
+	}
+	s.sessions[sess] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	go func() {
+		defer s.wg.Done()
+		sess.run()
+		s.mu.Lock()
+		delete(s.sessions, sess)
+		s.mu.Unlock()
+	}()
+}
+
+// Shutdown stops accepting, lets every session finish the requests it has
+// already read (bounded by ctx, or DrainTimeout if ctx has no deadline), then
+// closes what is left and waits for every goroutine.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.opts.DrainTimeout)
+		defer cancel()
+	}
+	s.mu.Lock()
+	s.closing = true
+	sessions := make([]*session, 0, len(s.sessions))
+	for sess := range s.sessions {
+		sessions = append(sessions, sess)
+	}
+	s.mu.Unlock()
+	s.closeListeners()
+	if s.stopDiscovery != nil {
+		s.stopDiscovery()
+	}
+	for _, sess := range sessions {
+		sess.drain()
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	for _, sess := range sessions {
+		sess.close(closeShutdown, nil)
+	}
+	<-done
+	return fmt.Errorf("drain: %w", ctx.Err())
+}
+
+func (s *Server) closeListeners() {
+	for _, l := range s.listeners {
+		l.boot.Close()
+		l.mu.Lock()
+		for _, ln := range l.brokers {
+			ln.Close()
+		}
+		l.mu.Unlock()
+	}
+}
+
+// brokerPort returns the port serving node on l, opening its listener on
+// first sight. It is called while a response that names the node is being
+// rewritten, so the port is open before the client reads the address.
+func (l *listener) brokerPort(node int32) (int32, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ln, ok := l.brokers[node]; ok {
+		return int32(ln.Addr().(*net.TCPAddr).Port), nil
+	}
+	if l.srv.closingNow() {
+		return 0, errors.New("shutting down")
+	}
+	bindHost, bootPort, err := net.SplitHostPort(l.boot.Addr().String())
+	if err != nil {
+		return 0, err
+	}
+	port := 0
+	switch base := l.opts.BrokerPortBase; {
+	case base == 0:
+	case base < 0:
+		bp, _ := strconv.Atoi(bootPort)
+		port = bp + 1 + int(node)
+	default:
+		port = base + int(node)
+	}
+	if port < 0 || port > 65535 || node < 0 {
+		return 0, fmt.Errorf("node %d: port %d out of range (broker_port_base %d)", node, port, l.opts.BrokerPortBase)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(bindHost, strconv.Itoa(port)))
+	if err != nil {
+		return 0, fmt.Errorf("open listener for node %d: %w", node, err)
+	}
+	l.brokers[node] = ln
+	l.srv.log.Info("broker port opened", "listener", l.opts.Name, "node", node, "addr", ln.Addr().String())
+	l.srv.goAccept(l, ln, node)
+	return int32(ln.Addr().(*net.TCPAddr).Port), nil
+}
+
+// bootPort is the bound port of the bootstrap listener.
+func (l *listener) bootPort() int32 { return int32(l.boot.Addr().(*net.TCPAddr).Port) }
+
+func (s *Server) closingNow() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}

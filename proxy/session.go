@@ -1,0 +1,543 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/tollgate-kafka/tollgate/rewrite"
+	"github.com/tollgate-kafka/tollgate/wire"
+)
+
+// bufSize is the read buffer of each side of a session. Frames that fit are
+// moved with one write straight out of the buffer; larger ones are copied
+// socket to socket (splice on Linux) after the buffered part.
+const bufSize = 64 << 10
+
+// maxResponseBytes bounds a response frame read from a backend before it is
+// decoded (only responses the gateway rewrites are read into memory).
+const maxResponseBytes = 1 << 30
+
+// session is one client connection and, in upstream mode, its paired
+// upstream connection.
+//
+// Ownership: the read loop owns reading the client and writing the upstream;
+// the write loop owns reading the upstream and writing the client. The
+// queue between them carries one entry per request that expects a
+// response, pushed before the request is forwarded, so the write loop
+// always knows the key and version of the next response (responses carry
+// neither) and answers strictly in request order.
+type session struct {
+	srv    *Server
+	l      *listener
+	node   int32 // upstream node this port serves; -1 for a bootstrap port
+	id     uint64
+	client net.Conn
+	remote string
+	log    *slog.Logger
+
+	cr    *bufio.Reader
+	queue chan pending
+
+	// upstream mode
+	up     net.Conn
+	ur     *bufio.Reader
+	upAddr string
+	// built-in mode
+	local LocalConn
+
+	mapper mapper
+
+	mu       sync.Mutex // guards idle, draining (see readLoop for why)
+	idle     bool
+	draining bool
+
+	closeOnce sync.Once
+	reason    closeReason
+	closeErr  error
+	closed    chan struct{}
+
+	wbuf []byte // write loop scratch for rewritten responses and headers
+}
+
+// pending is one request awaiting its response.
+type pending struct {
+	key, version int16
+	corr         int32
+	local        chan result // built-in broker or gateway answer; nil: read the upstream
+}
+
+type result struct {
+	body wire.Body
+	err  error
+}
+
+func newSession(s *Server, l *listener, c net.Conn, node int32) *session {
+	id := s.nextID.Add(1)
+	sess := &session{
+		srv:    s,
+		l:      l,
+		node:   node,
+		id:     id,
+		client: c,
+		remote: c.RemoteAddr().String(),
+		cr:     bufio.NewReaderSize(c, bufSize),
+		queue:  make(chan pending, s.opts.MaxInFlight),
+		closed: make(chan struct{}),
+		mapper: mapper{srv: s, l: l},
+	}
+	sess.log = s.log.With("conn", id, "listener", l.opts.Name, "client", sess.remote)
+	return sess
+}
+
+// run serves the connection until it closes.
+func (s *session) run() {
+	if err := s.connectBackend(); err != nil {
+		s.close(closeUpstreamError, err)
+		s.logClose()
+		return
+	}
+	s.log.Info("connection opened", "node", s.node, "upstream", s.upAddr)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := s.writeLoop(); err != nil {
+			s.close(classifyWriteErr(err), err)
+		}
+	}()
+	reason, err := s.readLoop()
+	if reason.isFault() {
+		s.close(reason, err) // tear down now; nothing more is answered
+	}
+	// Otherwise (client EOF, idle, drain) the write loop first answers every
+	// request already read.
+	close(s.queue)
+	wg.Wait()
+	s.close(reason, err)
+	s.logClose()
+}
+
+func (s *session) connectBackend() error {
+	if !s.srv.upstreamMode() {
+		s.local = s.srv.opts.Local.NewConn(s.remote)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.srv.opts.DialTimeout)
+	defer cancel()
+	up, addr, err := s.srv.dialUpstream(ctx, s.node)
+	if err != nil {
+		return err
+	}
+	s.up, s.upAddr = up, addr
+	s.ur = bufio.NewReaderSize(up, bufSize)
+	return nil
+}
+
+// close records the first reason and tears the connection down; later calls
+// are no-ops. Closing both sockets unblocks both loops.
+func (s *session) close(reason closeReason, err error) {
+	s.closeOnce.Do(func() {
+		s.reason, s.closeErr = reason, err
+		close(s.closed)
+		s.client.Close()
+		if s.up != nil {
+			s.up.Close()
+		}
+		if s.local != nil {
+			s.local.Close()
+		}
+	})
+}
+
+func (s *session) logClose() {
+	attrs := []any{"reason", s.reason.String()}
+	if s.closeErr != nil {
+		attrs = append(attrs, "err", s.closeErr)
+	}
+	if s.reason.isFault() {
+		s.log.Warn("connection closed", attrs...)
+	} else {
+		s.log.Info("connection closed", attrs...)
+	}
+}
+
+// drain asks the read loop to stop at the next frame boundary; the write
+// loop then answers every request already read.
+//
+// The idle flag and the read deadline are set under mu by both sides, so a
+// drain can only cut the wait for the *next* frame, never a frame that has
+// started (which would leave half a request on the upstream stream).
+func (s *session) drain() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.draining = true
+	if s.idle {
+		s.client.SetReadDeadline(time.Now())
+	}
+}
+
+// readLoop reads requests until the client closes, the server drains, or a
+// frame is bad. It returns closeNone for a clean stop.
+func (s *session) readLoop() (closeReason, error) {
+	for {
+		s.mu.Lock()
+		if s.draining {
+			s.mu.Unlock()
+			return closeShutdown, nil
+		}
+		s.idle = true
+		s.client.SetReadDeadline(time.Now().Add(s.srv.opts.IdleTimeout))
+		s.mu.Unlock()
+
+		prefix, err := s.cr.Peek(4)
+		if err != nil {
+			s.mu.Lock()
+			draining := s.draining
+			s.mu.Unlock()
+			switch {
+			case draining:
+				return closeShutdown, nil
+			case len(prefix) == 0 && errors.Is(err, io.EOF):
+				return closeClientEOF, nil
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				return closeIdle, nil
+			case isClosedErr(err):
+				return closeNone, nil
+			}
+			return closeClientError, fmt.Errorf("read frame size: %w", err)
+		}
+		s.mu.Lock()
+		s.idle = false
+		s.client.SetReadDeadline(time.Now().Add(s.srv.opts.FrameTimeout))
+		s.mu.Unlock()
+
+		size, err := wire.CheckSize([4]byte(prefix), s.srv.opts.MaxFrameBytes)
+		if err != nil {
+			return closeMalformed, err
+		}
+		if err := s.handleFrame(int(size)); err != nil {
+			var re *requestError
+			if errors.As(err, &re) {
+				return re.reason, re.err
+			}
+			if isClosedErr(err) {
+				return closeNone, nil
+			}
+			return closeClientError, err
+		}
+	}
+}
+
+// requestError carries the close reason for a bad request.
+type requestError struct {
+	reason closeReason
+	err    error
+}
+
+func (e *requestError) Error() string { return e.err.Error() }
+
+func badRequest(reason closeReason, format string, args ...any) error {
+	return &requestError{reason: reason, err: fmt.Errorf(format, args...)}
+}
+
+// handleFrame reads one request of size bytes (the size prefix is still
+// buffered) and hands it to the backend.
+func (s *session) handleFrame(size int) error {
+	// The header prefix must be in the buffer: peek up to the whole frame
+	// or the buffer, whichever is smaller.
+	peek := min(4+size, bufSize)
+	buf, err := s.cr.Peek(peek)
+	if err != nil {
+		return badRequest(closeMalformed, "frame truncated: %d of %d bytes before the connection ended: %w", len(buf), peek, truncated(err))
+	}
+	frame := buf[4:]
+	h, err := wire.ParseRequestHeader(frame)
+	if err != nil {
+		return badRequest(closeMalformed, "request header: %w", err)
+	}
+	if !h.Known && h.Key != 18 && needsKey(h.Key) {
+		// Responses of this key carry addresses and this build cannot
+		// decode this version: forwarding it could leak an upstream
+		// address. The gateway never offers such a version in ApiVersions,
+		// so a client that sends it ignored negotiation; Kafka closes the
+		// connection in that case too.
+		return badRequest(closeUnsupported, "%s v%d was not offered by the gateway", apiName(h.Key), h.Version)
+	}
+	expectResponse := true
+	if h.Key == 0 { // Produce
+		acks, err := produceAcks(h, frame)
+		if err != nil {
+			return badRequest(closeMalformed, "produce request: %w", err)
+		}
+		expectResponse = acks != 0
+	}
+	if s.local != nil {
+		return s.handleLocal(h, size, expectResponse)
+	}
+	if expectResponse {
+		if err := s.push(pending{key: h.Key, version: h.Version, corr: h.Correlation}); err != nil {
+			return err
+		}
+	}
+	return s.forward(buf, size)
+}
+
+// push queues p for the write loop. A full queue (MaxInFlight requests
+// unanswered) blocks the read loop, so the client is back-pressured by TCP
+// instead of the gateway buffering without bound.
+func (s *session) push(p pending) error {
+	select {
+	case s.queue <- p:
+		return nil
+	case <-s.closed:
+		return net.ErrClosed
+	}
+}
+
+// forward copies the frame to the upstream: a frame that fits the buffer in
+// one write straight from it, a larger one as its buffered part followed by a
+// socket-to-socket copy of the rest.
+func (s *session) forward(buf []byte, size int) error {
+	total := 4 + size
+	if len(buf) == total {
+		if _, err := s.up.Write(buf); err != nil {
+			return upstreamWriteErr(err)
+		}
+		_, err := s.cr.Discard(total)
+		return err
+	}
+	n := s.cr.Buffered()
+	head, _ := s.cr.Peek(n)
+	if _, err := s.up.Write(head); err != nil {
+		return upstreamWriteErr(err)
+	}
+	s.cr.Discard(n)
+	rest := int64(total - n)
+	// The buffer is empty now, so the rest can come from the socket itself.
+	for rest > 0 {
+		s.client.SetReadDeadline(time.Now().Add(s.srv.opts.FrameTimeout))
+		chunk := min(rest, 1<<20)
+		w, err := io.CopyN(s.up, s.client, chunk)
+		rest -= w
+		if err != nil {
+			if w < chunk && (errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded)) {
+				return badRequest(closeMalformed, "request truncated: %d bytes missing: %w", rest, truncated(err))
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// handleLocal reads the whole request and hands it to the built-in broker.
+func (s *session) handleLocal(h wire.RequestHeader, size int, expectResponse bool) error {
+	frame := make([]byte, size)
+	if _, err := s.cr.Discard(4); err != nil {
+		return err
+	}
+	if _, err := io.ReadFull(s.cr, frame); err != nil {
+		return badRequest(closeMalformed, "request truncated: %w", truncated(err))
+	}
+	req := &wire.Request{Key: h.Key, Version: h.Version, Correlation: h.Correlation, Body: frame[h.Len:]}
+	if !h.ClientIDNull {
+		id := string(h.ClientID)
+		req.ClientID = &id
+	}
+	var ch chan result
+	if expectResponse {
+		ch = make(chan result, 1)
+		if err := s.push(pending{key: h.Key, version: h.Version, corr: h.Correlation, local: ch}); err != nil {
+			return err
+		}
+	}
+	s.local.Handle(req, func(body wire.Body, err error) {
+		switch {
+		case ch != nil:
+			ch <- result{body, err}
+		case err != nil:
+			s.close(closeBackendError, err)
+		}
+	})
+	return nil
+}
+
+// writeLoop writes responses in request order until the queue is closed
+// and drained.
+func (s *session) writeLoop() error {
+	for p := range s.queue {
+		var err error
+		if p.local != nil {
+			err = s.writeLocal(p)
+		} else {
+			err = s.relayResponse(p)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *session) writeLocal(p pending) error {
+	var r result
+	select {
+	case r = <-p.local:
+	case <-s.closed:
+		return net.ErrClosed
+	}
+	if r.err != nil {
+		return &backendError{r.err}
+	}
+	if r.body == nil {
+		return nil
+	}
+	body := r.body
+	if rewrite.Needs(p.key, p.version) || p.key == 18 {
+		b, ok := body.(wire.Bytes)
+		if !ok {
+			return &backendError{fmt.Errorf("%s response is not in memory", apiName(p.key))}
+		}
+		out, err := s.rewrite(p, b)
+		if err != nil {
+			return &backendError{err}
+		}
+		body = wire.Bytes(out)
+	}
+	s.wbuf = wire.AppendResponseHeader(s.wbuf[:0], p.key, p.version, p.corr, body.Len())
+	if b, ok := body.(wire.Bytes); ok {
+		s.wbuf = append(s.wbuf, b...)
+		_, err := s.client.Write(s.wbuf)
+		return err
+	}
+	if _, err := s.client.Write(s.wbuf); err != nil {
+		return err
+	}
+	_, err := body.WriteTo(s.client)
+	return err
+}
+
+// relayResponse moves the next upstream response to the client, rewriting
+// it if it can carry addresses.
+func (s *session) relayResponse(p pending) error {
+	hdr, err := s.ur.Peek(8)
+	if err != nil {
+		return &backendError{fmt.Errorf("read %s response: %w", apiName(p.key), truncated(err))}
+	}
+	size := int32(binary.BigEndian.Uint32(hdr))
+	corr := int32(binary.BigEndian.Uint32(hdr[4:]))
+	if size < 4 || size > maxResponseBytes {
+		return &backendError{fmt.Errorf("upstream response size %d", size)}
+	}
+	if corr != p.corr {
+		return &backendError{fmt.Errorf("upstream answered correlation id %d, expected %d (%s)", corr, p.corr, apiName(p.key))}
+	}
+	total := 4 + int(size)
+	if rewrite.Needs(p.key, p.version) || p.key == 18 {
+		return s.relayRewritten(p, total)
+	}
+	if total <= bufSize {
+		frame, err := s.ur.Peek(total)
+		if err != nil {
+			return &backendError{fmt.Errorf("read %s response: %w", apiName(p.key), truncated(err))}
+		}
+		if _, err := s.client.Write(frame); err != nil {
+			return err
+		}
+		_, err = s.ur.Discard(total)
+		return err
+	}
+	n := s.ur.Buffered()
+	head, _ := s.ur.Peek(n)
+	if _, err := s.client.Write(head); err != nil {
+		return err
+	}
+	s.ur.Discard(n)
+	if _, err := io.CopyN(s.client, s.up, int64(total-n)); err != nil {
+		return err
+	}
+	return nil
+}
+
+// relayRewritten reads a whole response, rewrites its addresses and writes
+// it in one call.
+func (s *session) relayRewritten(p pending, total int) error {
+	frame := make([]byte, total)
+	if _, err := io.ReadFull(s.ur, frame); err != nil {
+		return &backendError{fmt.Errorf("read %s response: %w", apiName(p.key), truncated(err))}
+	}
+	hl := 8
+	if wire.ResponseHeaderLen(p.key, p.version) == 5 {
+		n, err := wire.SkipTags(frame[8:])
+		if err != nil {
+			return &backendError{fmt.Errorf("%s response header: %w", apiName(p.key), err)}
+		}
+		hl += n
+	}
+	body, err := s.rewrite(p, frame[hl:])
+	if err != nil {
+		return &backendError{err}
+	}
+	s.wbuf = append(s.wbuf[:0], frame[:hl]...)
+	s.wbuf = append(s.wbuf, body...)
+	binary.BigEndian.PutUint32(s.wbuf, uint32(len(s.wbuf)-4))
+	_, err = s.client.Write(s.wbuf)
+	return err
+}
+
+func (s *session) rewrite(p pending, body []byte) ([]byte, error) {
+	if p.key == 18 {
+		out, err := rewrite.ApiVersions(p.version, body, nil)
+		if err != nil {
+			return nil, fmt.Errorf("clamp ApiVersions: %w", err)
+		}
+		return out, nil
+	}
+	out, _, err := rewrite.Response(p.key, p.version, body, s.mapper)
+	if err != nil {
+		return nil, fmt.Errorf("rewrite %s v%d response: %w", apiName(p.key), p.version, err)
+	}
+	return out, nil
+}
+
+// backendError marks a failure on the upstream (or built-in broker) side.
+type backendError struct{ err error }
+
+func (e *backendError) Error() string { return e.err.Error() }
+func (e *backendError) Unwrap() error { return e.err }
+
+func upstreamWriteErr(err error) error {
+	return &requestError{reason: closeUpstreamError, err: fmt.Errorf("write upstream: %w", err)}
+}
+
+func classifyWriteErr(err error) closeReason {
+	var be *backendError
+	switch {
+	case errors.As(err, &be):
+		return closeUpstreamError
+	case isClosedErr(err):
+		return closeClientEOF
+	}
+	return closeClientError
+}
+
+// truncated turns a short read into an error that says so.
+func truncated(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+func isClosedErr(err error) bool {
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}

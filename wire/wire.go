@@ -1,0 +1,42 @@
+// Package wire holds the Kafka framing primitives shared by the gateway
+// (proxy) and the built-in broker: the size-prefixed frame, the request header
+// prefix, the response header, and Body, an encoded response body that can
+// write itself (possibly with sendfile).
+//
+// Nothing here decodes a request or response body; that is kmsg's job and is
+// done only where a rule needs it (DESIGN.md, principle 1).
+package wire
+
+import (
+	"io"
+)
+
+// Request is one client request as the gateway hands it to a backend.
+type Request struct {
+	Key         int16
+	Version     int16
+	Correlation int32
+	ClientID    *string // nil when the client sent a null client id
+	// Body is the request body after the header (including the header's
+	// tagged fields for flexible versions). The receiver owns it.
+	Body []byte
+}
+
+// Body is an encoded response body (everything after the response header).
+// Len must be exact: the gateway writes the frame size before the body.
+type Body interface {
+	Len() int
+	WriteTo(w io.Writer) (int64, error)
+}
+
+// Bytes is a Body held in memory.
+type Bytes []byte
+
+// Len returns the body length.
+func (b Bytes) Len() int { return len(b) }
+
+// WriteTo writes the body to w in one call.
+func (b Bytes) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(b)
+	return int64(n), err
+}
