@@ -124,6 +124,13 @@ func (s *session) run() {
 	close(s.queue)
 	wg.Wait()
 	s.close(reason, err)
+	// Responses the write loop never reached may hold resources (a Fetch
+	// body pins segment files until it is written or released).
+	for p := range s.queue {
+		if p.local != nil {
+			go releaseWhenDone(p.local)
+		}
+	}
 	s.logClose()
 }
 
@@ -273,6 +280,12 @@ func (s *session) handleFrame(size int) error {
 		// connection in that case too.
 		return badRequest(closeUnsupported, "%s v%d was not offered by the gateway", apiName(h.Key), h.Version)
 	}
+	if h.Key == 18 && !h.Known {
+		// An ApiVersions version newer than this build: answer as a broker
+		// does (KIP-511), a v0 body with UNSUPPORTED_VERSION and the
+		// versions we serve, so the client retries with one of them.
+		return s.answer(h, size, wire.Bytes(rewrite.UnsupportedApiVersions()))
+	}
 	expectResponse := true
 	if h.Key == 0 { // Produce
 		acks, err := produceAcks(h, frame)
@@ -290,6 +303,20 @@ func (s *session) handleFrame(size int) error {
 		}
 	}
 	return s.forward(buf, size)
+}
+
+// answer skips the request's frame and queues a response made by the
+// gateway itself, in the request's slot of the order.
+func (s *session) answer(h wire.RequestHeader, size int, body wire.Body) error {
+	ch := make(chan result, 1)
+	ch <- result{body: body}
+	if err := s.push(pending{key: h.Key, version: h.Version, corr: h.Correlation, local: ch}); err != nil {
+		return err
+	}
+	if _, err := s.cr.Discard(4 + size); err != nil {
+		return badRequest(closeMalformed, "request truncated: %w", truncated(err))
+	}
+	return nil
 }
 
 // push queues p for the write loop. A full queue (MaxInFlight requests
@@ -393,6 +420,7 @@ func (s *session) writeLocal(p pending) error {
 	select {
 	case r = <-p.local:
 	case <-s.closed:
+		go releaseWhenDone(p.local)
 		return net.ErrClosed
 	}
 	if r.err != nil {
@@ -420,9 +448,12 @@ func (s *session) writeLocal(p pending) error {
 		return err
 	}
 	if _, err := s.client.Write(s.wbuf); err != nil {
+		if r, ok := body.(releaser); ok {
+			r.Release()
+		}
 		return err
 	}
-	_, err := body.WriteTo(s.client)
+	_, err := body.WriteTo(s.client) // releases what it holds
 	return err
 }
 
@@ -507,6 +538,19 @@ func (s *session) rewrite(p pending, body []byte) ([]byte, error) {
 		return nil, fmt.Errorf("rewrite %s v%d response: %w", apiName(p.key), p.version, err)
 	}
 	return out, nil
+}
+
+// releaser is a response body that holds resources until written (the
+// built-in broker's zero-copy Fetch bodies).
+type releaser interface{ Release() }
+
+// releaseWhenDone waits for a response nobody will write and releases it.
+// The backend calls done exactly once, and closing the connection cancels
+// its long polls, so this goroutine ends.
+func releaseWhenDone(ch <-chan result) {
+	if r, ok := (<-ch).body.(releaser); ok {
+		r.Release()
+	}
 }
 
 // backendError marks a failure on the upstream (or built-in broker) side.

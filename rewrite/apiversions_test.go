@@ -207,3 +207,22 @@ func TestApiVersionsTransactionVersion(t *testing.T) {
 		t.Errorf("supported = %+v, want transaction.version dropped", got.SupportedFeatures)
 	}
 }
+
+// TestApiVersionsDuplicateKey: a key listed twice keeps its first entry,
+// and the feature check sees that entry (found by FuzzApiVersions).
+func TestApiVersionsDuplicateKey(t *testing.T) {
+	body := apiVersionsBody(3, []keyRange{{0, 3, 13}, {0, 0, 5}, {18, 0, 4}}, func(r *kmsg.ApiVersionsResponse) {
+		r.FinalizedFeatures = []kmsg.ApiVersionsResponseFinalizedFeature{{Name: "transaction.version", MinVersionLevel: 2, MaxVersionLevel: 2}}
+	})
+	out, err := ApiVersions(3, body, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := decodeApiVersions(t, 3, out)
+	if want := []keyRange{{0, 0, 13}, {18, 0, 4}}; !slices.Equal(ranges(got), want) {
+		t.Errorf("got %v, want %v", ranges(got), want)
+	}
+	if f := got.FinalizedFeatures[0]; f.MaxVersionLevel != 2 {
+		t.Errorf("transaction.version lowered to %d although the kept Produce entry reaches v13", f.MaxVersionLevel)
+	}
+}

@@ -55,6 +55,18 @@
 //     removed: they are optional hints, and a client that does not find the
 //     new leader's endpoint refreshes Metadata instead. Keeping an empty
 //     endpoint there would overwrite a good node in the client's cache.
+//
+// An endpoint with an empty host names nothing and is not shown to the
+// Mapper. A FindCoordinator entry with an error or a negative node id is not
+// shown either; should it carry a host anyway (Kafka sends Node.noNode), the
+// host is blanked rather than passed on.
+//
+// # Hot path
+//
+// Produce and Fetch responses are walked by a small hand-written reader
+// (precheck.go) that proves the absence of the NodeEndpoints tag without
+// decoding; only responses that carry the tag are decoded with kmsg and
+// re-encoded. Every other response that Needs reports is decoded with kmsg.
 package rewrite
 
 import (
@@ -184,11 +196,12 @@ func Response(key, version int16, body []byte, m Mapper) ([]byte, bool, error) {
 	if (key == 0 || key == 1) && withoutEndpoints(key, version, body) {
 		return body, false, nil
 	}
+	if m == nil {
+		return nil, false, fmt.Errorf("rewrite %s v%d response: %w: no Mapper", kmsg.NameForKey(key), version, ErrBadMapping)
+	}
 	resp := kmsg.ResponseForKey(key)
 	resp.SetVersion(version)
-	// UnsafeReadFrom aliases strings into body; resp never outlives this
-	// call, and strings handed to the Mapper are cloned (pass.mapper).
-	if err := resp.(kmsg.UnsafeReadFrom).UnsafeReadFrom(body); err != nil {
+	if err := readUnsafe(resp, body); err != nil {
 		return nil, false, fmt.Errorf("decode %s v%d response: %w: %w", kmsg.NameForKey(key), version, ErrMalformed, err)
 	}
 	p := pass{m: m}
@@ -201,6 +214,17 @@ func Response(key, version int16, body []byte, m Mapper) ([]byte, bool, error) {
 	// Hosts usually shrink or grow by a few bytes per endpoint; the slack
 	// avoids a second grow in AppendTo for the common case.
 	return resp.AppendTo(make([]byte, 0, len(body)+64)), true, nil
+}
+
+// readUnsafe decodes with UnsafeReadFrom, which aliases strings into body
+// instead of copying them: resp never outlives Response, and the strings
+// handed to the Mapper are cloned (pass.advertise). Every generated kmsg
+// response has the method; the fallback only keeps this panic-free.
+func readUnsafe(resp kmsg.Response, body []byte) error {
+	if u, ok := resp.(kmsg.UnsafeReadFrom); ok {
+		return u.UnsafeReadFrom(body)
+	}
+	return resp.ReadFrom(body)
 }
 
 // pass is one rewrite of one response: the Mapper and whether any field

@@ -1,0 +1,173 @@
+package broker
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Produce: v3-13 served, v0-13 advertised
+//
+// Behavior:
+// * v0-2 (message sets, magic 0/1) close the connection, as Kafka 4.0 and
+//   kfake do (PROTOCOL-NOTES §8.4), although ApiVersions advertises min 0
+//   so that librdkafka keeps compression (KAFKA-18659).
+// * Each partition must carry exactly one magic-2 batch (Kafka's
+//   ProduceRequest.validateRecords): a record set too short or whose length
+//   field overruns is CORRUPT_MESSAGE; magic != 2 or more than one batch is
+//   INVALID_RECORD. Storage checks the CRC (CORRUPT_MESSAGE), record counts,
+//   control batches (INVALID_RECORD), max.message.bytes
+//   (MESSAGE_TOO_LARGE) and producer sequences (OUT_OF_ORDER_SEQUENCE_NUMBER,
+//   INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID; duplicates succeed with the
+//   original offset). Nothing is appended for a partition that errors.
+// * Appends happen in Handle, in request order, so a pipelining idempotent
+//   producer's batches land in sequence order.
+// * acks 1 and -1 answer once the batches are durable per the fsync policy
+//   (single node: "all" replicas is us); a durability failure is
+//   KAFKA_STORAGE_ERROR. acks 0 gets no response; any partition error closes
+//   the connection so the producer refreshes metadata (KafkaApis
+//   handleProduceRequest). Other acks values get INVALID_REQUIRED_ACKS.
+// * Transactional produce (TransactionID set) gets INVALID_TXN_STATE:
+//   transactions are the next issue (skipped_features).
+//
+// Version notes:
+// * v5: LogStartOffset; v8: ErrorMessage, ErrorRecords (not filled)
+// * v9: flexible; v10+: CurrentLeader/NodeEndpoints only on
+//   NOT_LEADER_OR_FOLLOWER, which a single node never answers
+// * v13: topic ids (unknown id: UNKNOWN_TOPIC_ID)
+
+func init() { regKey(0, 0, 13, handleProduce) }
+
+// produceWait is one appended partition waiting to be durable: its slot
+// in the response (topic and partition index) and the durability channel.
+type produceWait struct {
+	ti, pi  int
+	durable <-chan error
+}
+
+func handleProduce(c *Conn, kreq kmsg.Request, r reply) {
+	req := kreq.(*kmsg.ProduceRequest)
+	if req.Version < 3 {
+		r(nil, fmt.Errorf("%w: Produce v%d carries magic 0/1 message sets, which the built-in broker does not accept", ErrUnsupportedRequest, req.Version))
+		return
+	}
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	now := time.Now()
+	var waits []produceWait
+	anyErr := false
+	for _, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		var t *topic
+		if req.Version >= 13 {
+			t = c.b.lookupID(rt.TopicID)
+		} else {
+			t = c.b.lookup(rt.Topic)
+		}
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.BaseOffset, sp.LogAppendTime, sp.LogStartOffset = -1, -1, -1
+			code, msg, durable := c.produceOne(req, t, rp, &sp, now)
+			if code != 0 {
+				anyErr = true
+				sp.ErrorCode = code
+				if req.Version >= 8 && msg != "" {
+					sp.ErrorMessage = kmsg.StringPtr(msg)
+				}
+			}
+			if durable != nil {
+				waits = append(waits, produceWait{ti: len(resp.Topics), pi: len(st.Partitions), durable: durable})
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if req.Acks == 0 {
+		if anyErr {
+			r(nil, fmt.Errorf("acks=0 produce failed for at least one partition; closing the connection so the producer refreshes metadata"))
+			return
+		}
+		r(nil, nil)
+		return
+	}
+	if len(waits) == 0 {
+		r(encode(resp), nil)
+		return
+	}
+	// Wait for durability off the read loop; the response is no longer
+	// touched by Handle.
+	go func() {
+		for _, w := range waits {
+			if err := <-w.durable; err != nil {
+				c.b.log.Error("produce not durable", "err", err)
+				sp := &resp.Topics[w.ti].Partitions[w.pi]
+				sp.ErrorCode = kerr.KafkaStorageError.Code
+				sp.BaseOffset = -1
+				if req.Version >= 8 {
+					sp.ErrorMessage = kmsg.StringPtr(err.Error())
+				}
+			}
+		}
+		r(encode(resp), nil)
+	}()
+}
+
+// produceOne appends one partition's batch. It returns a Kafka error code
+// and message, or the channel that reports durability.
+func (c *Conn) produceOne(req *kmsg.ProduceRequest, t *topic, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, now time.Time) (int16, string, <-chan error) {
+	switch {
+	case req.Acks != 0 && req.Acks != 1 && req.Acks != -1:
+		return kerr.InvalidRequiredAcks.Code, fmt.Sprintf("acks must be -1, 0 or 1, got %d", req.Acks), nil
+	case t == nil && req.Version >= 13:
+		return kerr.UnknownTopicID.Code, "unknown topic id", nil
+	case t == nil:
+		return kerr.UnknownTopicOrPartition.Code, "unknown topic", nil
+	case req.TransactionID != nil:
+		return kerr.InvalidTxnState.Code, "transactions are not supported by the built-in broker yet", nil
+	}
+	p := c.b.partitionOf(t, rp.Partition)
+	if p == nil {
+		return kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic %s has no partition %d", t.name, rp.Partition), nil
+	}
+	if code, msg := checkOneBatch(rp.Records); code != 0 {
+		return code, msg, nil
+	}
+	res, durable, err := p.log.Append(rp.Records, storageAppend(now))
+	if err != nil {
+		code := storageCode(err)
+		if code == kerr.KafkaStorageError.Code {
+			c.b.log.Error("append", "partition", p.dirName(), "err", err)
+		}
+		return code, err.Error(), nil
+	}
+	sp.BaseOffset = res.BaseOffset
+	sp.LogAppendTime = res.LogAppendTime
+	sp.LogStartOffset = res.LogStartOffset
+	return 0, "", durable
+}
+
+// recordBatchOverhead is the v2 batch header (DefaultRecordBatch
+// RECORD_BATCH_OVERHEAD).
+const recordBatchOverhead = 61
+
+// checkOneBatch verifies that records is exactly one magic-2 batch.
+func checkOneBatch(records []byte) (int16, string) {
+	if len(records) < recordBatchOverhead {
+		return kerr.CorruptMessage.Code, fmt.Sprintf("record set of %d bytes is shorter than a batch header", len(records))
+	}
+	if magic := records[16]; magic != 2 {
+		return kerr.InvalidRecord.Code, fmt.Sprintf("record batch magic %d: only magic 2 (Kafka 0.11+) batches are accepted", magic)
+	}
+	n := int64(int32(binary.BigEndian.Uint32(records[8:]))) + 12
+	switch {
+	case n < recordBatchOverhead || n > int64(len(records)):
+		return kerr.CorruptMessage.Code, "record batch length does not match the record set"
+	case n < int64(len(records)):
+		return kerr.InvalidRecord.Code, "a produce request must carry exactly one record batch per partition"
+	}
+	return 0, ""
+}

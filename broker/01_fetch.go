@@ -1,0 +1,235 @@
+package broker
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"time"
+
+	"github.com/tollgate-kafka/tollgate/broker/storage"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Fetch: v4-18
+//
+// Behavior:
+// * Records are served from the segment files as stored (zero-copy, see
+//   fetch_encode.go); whole batches from the one holding FetchOffset, never
+//   past the high watermark (= last stable offset: no transactions yet).
+// * MaxBytes and PartitionMaxBytes bound the response, except that the first
+//   non-empty partition always returns at least one batch so a consumer can
+//   make progress past a large batch (KIP-74).
+// * Long polling: if fewer than MinBytes are available, no partition erred
+//   and MaxWaitMillis > 0, the answer waits (off the read loop) until
+//   enough data arrives on any partition or the wait ends. Closing the
+//   connection cancels the wait.
+// * FetchOffset below the log start offset or above the log end offset is
+//   OFFSET_OUT_OF_RANGE; unknown topics UNKNOWN_TOPIC_OR_PARTITION (by
+//   name) or UNKNOWN_TOPIC_ID (v13+).
+// * Fetch sessions (KIP-227) are declined the way a broker whose session
+//   cache is full declines them: a request to create one (id 0, epoch 0) is
+//   answered in full with SessionID 0, so clients continue sessionless; a
+//   request naming a session id gets FETCH_SESSION_ID_NOT_FOUND, and id 0
+//   with an epoch above 0 INVALID_FETCH_SESSION_EPOCH.
+//
+// Version notes:
+// * v4: LastStableOffset, AbortedTransactions (null at read_uncommitted,
+//   empty at read_committed), IsolationLevel; magic 2 batches need v4+,
+//   hence min 4 (librdkafka's MsgVer2 needs Fetch >= 4)
+// * v5: LogStartOffset; v7: sessions; v11: PreferredReadReplica (-1)
+// * v12: flexible; v13: topic ids; v15: ReplicaState (ignored: no
+//   followers); v16+: NodeEndpoints only with NOT_LEADER errors (never)
+
+func init() { regKey(1, 4, 18, handleFetch) }
+
+// fetchPart is one requested partition and what the last read found.
+type fetchPart struct {
+	partition int32
+	offset    int64
+	maxBytes  int32
+	p         *partition // nil when code is set up front
+
+	code           int16
+	hw, lso, start int64
+	rr             *storage.ReadResult
+}
+
+// fetchTopic is one requested topic and its partitions.
+type fetchTopic struct {
+	name  string
+	id    [16]byte
+	parts []fetchPart
+}
+
+// fetch is one Fetch request in progress.
+type fetch struct {
+	c      *Conn
+	req    *kmsg.FetchRequest
+	topics []fetchTopic
+	// sessionCode is a top-level error (KIP-227 session errors).
+	sessionCode int16
+}
+
+func handleFetch(c *Conn, kreq kmsg.Request, r reply) {
+	req := kreq.(*kmsg.FetchRequest)
+	f := &fetch{c: c, req: req}
+	switch {
+	case req.SessionID != 0:
+		f.sessionCode = kerr.FetchSessionIDNotFound.Code
+		r(f.encode(), nil)
+		return
+	case req.SessionEpoch > 0:
+		f.sessionCode = kerr.InvalidFetchSessionEpoch.Code
+		r(f.encode(), nil)
+		return
+	}
+	f.resolve()
+	total, erred := f.read()
+	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	if erred || total >= int(req.MinBytes) || maxWait <= 0 {
+		r(f.encode(), nil)
+		return
+	}
+	go f.longPoll(maxWait, r)
+}
+
+// resolve looks up every requested partition.
+func (f *fetch) resolve() {
+	b := f.c.b
+	for _, rt := range f.req.Topics {
+		ft := fetchTopic{name: rt.Topic, id: rt.TopicID}
+		var t *topic
+		if f.req.Version >= 13 {
+			t = b.lookupID(rt.TopicID)
+		} else {
+			t = b.lookup(rt.Topic)
+		}
+		for _, rp := range rt.Partitions {
+			fp := fetchPart{partition: rp.Partition, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes}
+			switch {
+			case t == nil && f.req.Version >= 13:
+				fp.code = kerr.UnknownTopicID.Code
+			case t == nil:
+				fp.code = kerr.UnknownTopicOrPartition.Code
+			default:
+				if fp.p = b.partitionOf(t, rp.Partition); fp.p == nil {
+					fp.code = kerr.UnknownTopicOrPartition.Code
+				}
+			}
+			ft.parts = append(ft.parts, fp)
+		}
+		f.topics = append(f.topics, ft)
+	}
+}
+
+// read reads every partition once, within the byte limits. It returns the
+// record bytes found and whether any partition erred.
+func (f *fetch) read() (total int, erred bool) {
+	remaining := math.MaxInt32
+	if f.req.Version >= 3 && f.req.MaxBytes >= 0 {
+		remaining = int(f.req.MaxBytes)
+	}
+	for ti := range f.topics {
+		for pi := range f.topics[ti].parts {
+			fp := &f.topics[ti].parts[pi]
+			if fp.rr != nil {
+				fp.rr.Release()
+				fp.rr = nil
+			}
+			if fp.p == nil {
+				erred = true
+				continue
+			}
+			fp.code = 0
+			l := fp.p.log
+			fp.hw, fp.start = l.HighWatermark(), l.LogStartOffset()
+			fp.lso = fp.hw
+			switch {
+			case fp.offset < fp.start || fp.offset > l.LogEndOffset():
+				fp.code = kerr.OffsetOutOfRange.Code
+				erred = true
+				continue
+			case fp.offset >= fp.hw || remaining <= 0 || fp.maxBytes <= 0:
+				continue
+			}
+			limit := min(int(fp.maxBytes), remaining)
+			rr, err := l.Read(fp.offset, int32(limit))
+			if err != nil {
+				fp.code = storageCode(err)
+				if fp.code == kerr.KafkaStorageError.Code {
+					f.c.b.log.Error("fetch read", "partition", fp.p.dirName(), "offset", fp.offset, "err", err)
+				}
+				erred = true
+				continue
+			}
+			fp.hw, fp.start, fp.lso = rr.HighWatermark, rr.LogStartOffset, rr.LastStableOffset
+			// Only the first non-empty partition may exceed the limits.
+			if total > 0 && rr.Size > limit {
+				rr.Release()
+				continue
+			}
+			if rr.Size == 0 {
+				rr.Release()
+				continue
+			}
+			fp.rr = rr
+			total += rr.Size
+			remaining -= rr.Size
+		}
+	}
+	return total, erred
+}
+
+// longPoll waits until MinBytes are available, the wait ends, or the
+// connection or broker closes, then answers.
+func (f *fetch) longPoll(maxWait time.Duration, r reply) {
+	deadline := time.NewTimer(maxWait)
+	defer deadline.Stop()
+	for {
+		// Case 0: deadline, 1: connection closed, 2: broker closing; then
+		// one case per partition: its high watermark passed what we saw.
+		cases := []reflect.SelectCase{
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline.C)},
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(f.c.done)},
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(f.c.b.stop)},
+		}
+		for _, ft := range f.topics {
+			for _, fp := range ft.parts {
+				if fp.p != nil {
+					cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(fp.p.log.Wait(max(fp.offset, fp.hw)))})
+				}
+			}
+		}
+		chosen, _, _ := reflect.Select(cases)
+		switch chosen {
+		case 1:
+			f.release()
+			r(nil, ErrClosed)
+			return
+		case 0, 2:
+			r(f.encode(), nil)
+			return
+		}
+		total, erred := f.read()
+		if erred || total >= int(f.req.MinBytes) {
+			r(f.encode(), nil)
+			return
+		}
+	}
+}
+
+// release drops every read result not handed to a response.
+func (f *fetch) release() {
+	for ti := range f.topics {
+		for pi := range f.topics[ti].parts {
+			if rr := f.topics[ti].parts[pi].rr; rr != nil {
+				rr.Release()
+				f.topics[ti].parts[pi].rr = nil
+			}
+		}
+	}
+}
+
+// errFetchBodyReleased is returned by a fetch body written after Release.
+var errFetchBodyReleased = errors.New("fetch response already released")

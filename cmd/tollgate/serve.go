@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/tollgate-kafka/tollgate/broker"
+	"github.com/tollgate-kafka/tollgate/broker/storage"
+	"github.com/tollgate-kafka/tollgate/configs"
+	"github.com/tollgate-kafka/tollgate/proxy"
+)
+
+var configsLoad = configs.Load
+
+// loadConfig builds the configuration from an optional file and the flags.
+// Flags are a front for the same schema and override the file.
+func loadConfig(args []string, stderr io.Writer) (*configs.Config, error) {
+	fs := flag.NewFlagSet("tollgate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		file      = fs.String("config", "", "YAML configuration file (flags override it)")
+		upstream  = fs.String("upstream", "", "comma-separated upstream bootstrap brokers (upstream.bootstrap); empty: the built-in broker")
+		listen    = fs.String("listen", "", "bind address of the first listener (default 127.0.0.1:9092)")
+		advertise = fs.String("advertise", "", "host clients are told to connect to (listeners[0].advertise)")
+		portBase  = fs.Int("broker-port-base", -1, "port of upstream node 0; node N is served at base+N (default: listen port + 1; 0: any free port)")
+		dataDir   = fs.String("data-dir", "", "built-in broker data directory (default ./tollgate-data)")
+		fsync     = fs.String("fsync", "", "built-in broker durability: always | interval | never (default always)")
+		admin     = fs.String("admin", "", "admin HTTP address for /metrics /healthz /readyz, or off")
+		logLevel  = fs.String("log-level", "", "debug | info | warn | error")
+		logFormat = fs.String("log-format", "", "text | json")
+	)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: tollgate [flags]\n       tollgate check-config [--print] FILE\n       tollgate bench [flags]\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (subcommands: check-config, bench, version)", fs.Arg(0))
+	}
+	cfg := configs.Default()
+	if *file != "" {
+		var err error
+		if cfg, err = configs.Load(*file); err != nil {
+			return nil, err
+		}
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["upstream"] {
+		var bs []string
+		for _, b := range strings.Split(*upstream, ",") {
+			if b = strings.TrimSpace(b); b != "" {
+				bs = append(bs, b)
+			}
+		}
+		cfg.Upstream = configs.NewUpstream(bs...)
+	}
+	if set["listen"] {
+		cfg.Listeners[0].Listen = *listen
+	}
+	if set["advertise"] {
+		cfg.Listeners[0].Advertise = *advertise
+	}
+	if set["broker-port-base"] {
+		cfg.Listeners[0].BrokerPortBase = portBase
+	}
+	if set["data-dir"] {
+		cfg.Broker.DataDir = *dataDir
+	}
+	if set["fsync"] {
+		cfg.Broker.Fsync = *fsync
+	}
+	if set["admin"] {
+		cfg.Admin.Listen = *admin
+	}
+	if set["log-level"] {
+		cfg.Log.Level = *logLevel
+	}
+	if set["log-format"] {
+		cfg.Log.Format = *logFormat
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// serve runs the gateway until ctx is cancelled, then drains.
+func serve(ctx context.Context, cfg *configs.Config, logOut io.Writer) error {
+	log := newLogger(cfg.Log.Level, cfg.Log.Format, logOut)
+	slog.SetDefault(log)
+	opts, closeBackend, err := buildOptions(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
+	srv, err := proxy.New(opts)
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	log.Info("shutting down", "drain_timeout", cfg.Limits.DrainTimeout.D())
+	if err := srv.Shutdown(context.Background()); err != nil {
+		log.Warn("shutdown incomplete", "err", err)
+	}
+	return nil
+}
+
+// buildOptions turns the validated configuration into the proxy's runtime
+// plan, opening the built-in broker when there is no upstream.
+func buildOptions(cfg *configs.Config, log *slog.Logger) (proxy.Options, func(), error) {
+	opts := proxy.Options{
+		MaxFrameBytes: int32(min(int64(cfg.Limits.MaxFrameBytes), 1<<31-1)),
+		MaxInFlight:   cfg.Limits.MaxInFlight,
+		IdleTimeout:   cfg.Limits.IdleTimeout.D(),
+		FrameTimeout:  cfg.Limits.FrameTimeout.D(),
+		DrainTimeout:  cfg.Limits.DrainTimeout.D(),
+		Logger:        log,
+	}
+	for i := range cfg.Listeners {
+		l := &cfg.Listeners[i]
+		base := -1
+		if l.BrokerPortBase != nil {
+			base = *l.BrokerPortBase
+		}
+		opts.Listeners = append(opts.Listeners, proxy.ListenerOptions{
+			Name:           l.Name,
+			Listen:         l.Listen,
+			Advertise:      l.AdvertisedHost(),
+			BrokerPortBase: base,
+		})
+	}
+	if cfg.UpstreamMode() {
+		u := cfg.Upstream
+		opts.Bootstrap = u.Bootstrap
+		opts.DialTimeout = u.DialTimeout.D()
+		opts.MetadataRefresh = u.MetadataRefresh.D()
+		if u.TLS != nil {
+			tc, err := upstreamTLS(u.TLS)
+			if err != nil {
+				return opts, nil, err
+			}
+			opts.UpstreamTLS = tc
+		}
+		return opts, func() {}, nil
+	}
+	policy, err := storage.ParseFsyncPolicy(cfg.Broker.Fsync)
+	if err != nil {
+		return opts, nil, err
+	}
+	b, err := broker.Open(broker.Config{
+		DataDir:          cfg.Broker.DataDir,
+		Fsync:            policy,
+		FsyncInterval:    cfg.Broker.FsyncInterval.D(),
+		AutoCreateTopics: cfg.Broker.AutoCreateTopics,
+		TopicDefaults:    cfg.Broker.Defaults,
+		Logger:           log,
+	})
+	if err != nil {
+		return opts, nil, fmt.Errorf("open built-in broker: %w", err)
+	}
+	log.Info("built-in broker", "data_dir", cfg.Broker.DataDir, "fsync", cfg.Broker.Fsync)
+	opts.Local = proxy.LocalFunc(func(remote string) proxy.LocalConn { return b.NewConn(remote) })
+	return opts, func() {
+		if err := b.Close(); err != nil {
+			log.Error("close built-in broker", "err", err)
+		}
+	}, nil
+}
+
+func upstreamTLS(c *configs.UpstreamTLS) (*tls.Config, error) {
+	tc := &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		ServerName:         c.ServerName,
+		InsecureSkipVerify: c.InsecureSkipVerify, //nolint:gosec // operator's explicit choice, for testing
+	}
+	if c.CA != "" {
+		pem, err := os.ReadFile(c.CA)
+		if err != nil {
+			return nil, fmt.Errorf("upstream.tls.ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("upstream.tls.ca: no PEM certificates in %s", c.CA)
+		}
+		tc.RootCAs = pool
+	}
+	if c.Cert != "" || c.Key != "" {
+		cert, err := tls.LoadX509KeyPair(c.Cert, c.Key)
+		if err != nil {
+			return nil, fmt.Errorf("upstream.tls.cert/key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+

@@ -1,0 +1,94 @@
+package proxy_test
+
+import (
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/proxy"
+)
+
+// TestAcksZeroDoesNotStall: Produce with acks=0 gets no response; requests
+// pipelined behind it on the same connection are still answered, in order,
+// and the records land.
+func TestAcksZeroDoesNotStall(t *testing.T) {
+	c := startUpstream(t, 1, kfake.SeedTopics(1, "fire"))
+	srv := startGateway(t, c)
+	ctx := ctxT(t, 30*time.Second)
+	cl := newClient(t, srv, nil, kgo.DefaultProduceTopic("fire"), kgo.RequiredAcks(kgo.NoAck()),
+		kgo.DisableIdempotentWrite(), kgo.ProducerLinger(0))
+	const n = 500
+	for i := range n {
+		cl.Produce(ctx, kgo.StringRecord(strconv.Itoa(i)), nil)
+		if i%100 == 0 {
+			// A request that needs a response, queued behind acks=0 ones.
+			if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl); err != nil {
+				t.Fatalf("metadata after acks=0 produce: %v", err)
+			}
+		}
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "all acks=0 records in the log", func() bool {
+		return c.PartitionInfo("fire", 0).HighWatermark == n
+	})
+}
+
+// TestGracefulShutdown: a request in flight when shutdown starts is
+// answered; then the listener is gone and the connection closes.
+func TestGracefulShutdown(t *testing.T) {
+	c := startUpstream(t, 1, kfake.SeedTopics(1, "slow"))
+	srv, err := proxy.New(proxy.Options{
+		Listeners: []proxy.ListenerOptions{{Name: "t", Listen: "127.0.0.1:0", BrokerPortBase: 0}},
+		Bootstrap: c.ListenAddrs(),
+		Logger:    testLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 30*time.Second)
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, srv, nil, kgo.DefaultProduceTopic("slow"))
+	if err := cl.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	c.ControlKey(0, func(kmsg.Request) (kmsg.Response, error, bool) {
+		close(entered)
+		<-release
+		return nil, nil, false // then handle normally
+	})
+	res := make(chan error, 1)
+	go func() { res <- cl.ProduceSync(ctx, kgo.StringRecord("in-flight")).FirstErr() }()
+	<-entered
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(ctx) }()
+	// Shutdown closes the listeners at once; the in-flight produce waits.
+	waitFor(t, ctx, "bootstrap listener closed", func() bool {
+		conn, err := net.DialTimeout("tcp", srv.Addr(0).String(), 100*time.Millisecond)
+		if err == nil {
+			conn.Close()
+		}
+		return err != nil
+	})
+	close(release)
+	if err := <-res; err != nil {
+		t.Fatalf("in-flight produce failed during drain: %v", err)
+	}
+	if err := <-shut; err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if hw := c.PartitionInfo("slow", 0).HighWatermark; hw != 1 {
+		t.Fatalf("high watermark %d, want 1", hw)
+	}
+}
