@@ -44,6 +44,9 @@ type Config struct {
 	Admin    Admin     `yaml:"admin"`
 	Limits   Limits    `yaml:"limits"`
 	Log      Log       `yaml:"log"`
+	// Policy is the access policy (see policy.go and package policy).
+	Policy Policy `yaml:"policy"`
+	Audit  Audit  `yaml:"audit"`
 
 	// meta remembers where each field came from when the config was
 	// parsed, so Validate can name the line. Nil for configs built in code.
@@ -196,7 +199,9 @@ func Default() *Config {
 			FrameTimeout:             DefaultFrameTimeout,
 			DrainTimeout:             DefaultDrainTimeout,
 		},
-		Log: Log{Level: "info", Format: "text"},
+		Log:    Log{Level: "info", Format: "text"},
+		Audit:  defaultAudit(),
+		Policy: Policy{Default: PolicyAllow},
 	}
 	c.Listeners[0].Name = DefaultListenerName
 	return c

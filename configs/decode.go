@@ -62,6 +62,7 @@ func Parse(data []byte, source string) (*Config, error) {
 		d.value(root, "", reflect.ValueOf(c).Elem())
 	}
 	c.meta = &sourceMeta{source: source, marks: d.marks}
+	c.Policy.setLines(c.meta)
 	c.fillDerived()
 
 	errs := d.errs.list(source)
@@ -160,6 +161,14 @@ type decoder struct {
 // defaults when the file mentions them.
 type defaulter interface{ setDefaults() }
 
+// nodeDecoder is implemented by types whose YAML takes more than one shape
+// (a word or a mapping, as audit.sink); they decode themselves with the
+// decoder's helpers. The value is always addressable: it is a field of
+// the Config or an element of a slice the decoder made.
+type nodeDecoder interface {
+	decodeYAML(d *decoder, n *yaml.Node, path string)
+}
+
 var (
 	sizeType     = reflect.TypeFor[Size]()
 	durationType = reflect.TypeFor[Duration]()
@@ -213,6 +222,10 @@ func (d *decoder) value(n *yaml.Node, path string, v reflect.Value) {
 		if v.Kind() == reflect.Pointer {
 			v.Set(reflect.Zero(v.Type()))
 		}
+		return
+	}
+	if nd, ok := v.Addr().Interface().(nodeDecoder); ok && v.CanAddr() {
+		nd.decodeYAML(d, n, path)
 		return
 	}
 	switch v.Type() {
@@ -421,8 +434,6 @@ func (d *decoder) mergePairs(val *yaml.Node, path string, depth int) []pair {
 // notYet names sections that later versions add, so the error says so
 // rather than suggesting a typo. Paths have list indexes removed.
 var notYet = map[string]bool{
-	"policy":         true,
-	"audit":          true,
 	"listeners.tls":  true,
 	"listeners.sasl": true,
 	"upstream.sasl":  true,

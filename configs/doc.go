@@ -33,7 +33,7 @@
 //	    listen: 127.0.0.1:9092  # bootstrap bind host:port; port 0 = kernel-chosen; empty host/0.0.0.0/:: = all interfaces
 //	    advertise: ""           # host or host:port clients are told; default below
 //	    brokers: port-per-broker  # only mode so far ("sni", "single-port": not supported yet)
-//	    broker_port_base: ~     # node N is served at base+N; default listen port + 1; 0 = kernel-chosen ports
+//	    broker_port_base: ~     # upstream node N is served at base+N (unused by the built-in broker, served at listen); default listen port + 1; 0 = kernel-chosen
 //	upstream:                   # absent, or empty bootstrap: the built-in broker is the backend
 //	  bootstrap: [host:9092]    # also "a:9092,b:9092" as one string
 //	  tls:                      # present (even {}) = TLS to the brokers
@@ -64,6 +64,31 @@
 //	log:
 //	  level: info               # debug | info | warn | error
 //	  format: text              # json | text
+//	policy:                     # see policy.go and package policy
+//	  default: allow            # allow | deny (ApiVersions, SASL and Metadata itself exempt)
+//	  hide_denied_apis: []      # listeners whose ApiVersions omits keys denied outright
+//	  rules:                    # in order; first allow/deny that matches decides
+//	    - name: rules[i]        # [A-Za-z0-9._-]; rate budgets survive reloads by name
+//	      match:                # all set conditions must hold; {} matches everything
+//	        listener: [name]    # listener names
+//	        address: [10.0.0.0/8]   # CIDRs or IPs
+//	        client_id: x        # string | [strings] (exact) | {exact, prefix, regex} (regex anchored)
+//	        principal: x        # same shape; "" until authenticated
+//	        api: [Produce, 19, admin]  # names (any case), numbers, groups: admin produce consume group transaction
+//	        api_versions: {min: 0, max: 32767}
+//	        topic: x            # same shape as client_id; topic_not excludes
+//	        group: x
+//	        transactional_id: x
+//	      action: deny          # allow | deny; may be left out with rate (limit, then go on)
+//	      rate:                 # token buckets; over budget = throttled (KIP-219), never refused
+//	        requests_per_second: 0
+//	        request_burst: 0    # default one second's worth
+//	        produce_bytes_per_second: 0   # sizes: 5MiB
+//	        produce_burst: 0
+//	        fetch_bytes_per_second: 0     # not with topic/group/transactional_id/api_versions
+//	        fetch_burst: 0
+//	        burst: 0            # shorthand when only one rate is set
+//	        per: client_id      # client_id | principal | address | shared
 //
 // # Derived values
 //
@@ -88,8 +113,8 @@
 //
 // # Adding a section
 //
-// Sections that later versions add (listener tls and sasl, upstream sasl,
-// policy, audit) are rejected today with "not supported in this version".
+// Sections that later versions add (listener tls and sasl, upstream sasl)
+// are rejected today with "not supported in this version".
 // A new section is a struct with yaml tags in config.go, defaults in
 // Default (or setDefaults for list entries and optional sections), checks
 // in validate.go, and a line in the schema above; the decoder needs no

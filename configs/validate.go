@@ -17,7 +17,7 @@ import (
 // broker port ranges do not overlap. Node ids are only known once
 // metadata arrives; larger ids still work, but their ports are not
 // checked here (a clash then fails the bind for that one broker, and the
-// proxy logs it). With the built-in broker the only node is 0.
+// proxy logs it). The built-in broker uses no broker ports at all.
 const AssumedNodeSpan = 100
 
 // Validate checks every field and the relations between them (port
@@ -37,6 +37,8 @@ func (c *Config) Validate() error {
 	v.admin()
 	v.limits()
 	v.log()
+	v.audit()
+	v.policy()
 	v.ports()
 	return errors.Join(v.errs.list(v.source)...)
 }
@@ -337,17 +339,15 @@ type portUse struct {
 }
 
 // ports checks that no two binds can collide: bootstrap ports, broker port
-// ranges (node 0 to AssumedNodeSpan-1 with an upstream, node 0 with the
-// built-in broker) and the admin port, on hosts that overlap (the same
+// ranges (node 0 to AssumedNodeSpan-1 with an upstream; the built-in
+// broker is served at the bootstrap port itself and opens no other) and the
+// admin port, on hosts that overlap (the same
 // address, or a wildcard and anything). The admin
 // port is checked against node 0's port only: the default admin port
 // 9099 is node 6 of the default listener's range, and an upstream node 6
 // is not certain enough to refuse the default configuration.
 func (v *validator) ports() {
-	span := 1
-	if v.c.UpstreamMode() {
-		span = AssumedNodeSpan
-	}
+	span := AssumedNodeSpan
 	var uses []portUse
 	for i := range v.c.Listeners {
 		l := &v.c.Listeners[i]
@@ -361,7 +361,7 @@ func (v *validator) ports() {
 				desc: fmt.Sprintf("%s bootstrap port %s", p, net.JoinHostPort(host, fmt.Sprint(port)))})
 		}
 		base := l.BrokerPortBaseOrDefault()
-		if base <= 0 || base > 65535 {
+		if base <= 0 || base > 65535 || !v.c.UpstreamMode() {
 			continue
 		}
 		hi := min(base+span-1, 65535)

@@ -92,3 +92,34 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatalf("high watermark %d, want 1", hw)
 	}
 }
+
+// TestConnectionLimits: connections over max_connections_per_address are
+// closed at once; a slot freed is reusable.
+func TestConnectionLimits(t *testing.T) {
+	c := startUpstream(t, 1)
+	srv := startGateway(t, c, func(o *proxy.Options) { o.MaxConnectionsPerAddress = 2 })
+	ctx := ctxT(t, 10*time.Second)
+	dial := func() net.Conn {
+		conn, err := net.Dial("tcp", srv.Addr(0).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}
+	// A connection is counted once its session starts; prove each works.
+	alive := func(conn net.Conn) bool {
+		rc := &rawConn{t: t, c: conn, f: kmsg.NewRequestFormatter()}
+		_, _, ok := rc.roundTrip(kmsg.NewPtrApiVersionsRequest())
+		return ok
+	}
+	a, b := dial(), dial()
+	defer a.Close()
+	if !alive(a) || !alive(b) {
+		t.Fatal("connections under the cap were refused")
+	}
+	if third := dial(); alive(third) {
+		t.Fatal("a third connection from one address was served with a cap of 2")
+	}
+	b.Close()
+	waitFor(t, ctx, "a freed slot", func() bool { conn := dial(); defer conn.Close(); return alive(conn) })
+}

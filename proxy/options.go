@@ -28,10 +28,16 @@ type Options struct {
 	Local Local
 
 	MaxFrameBytes int32
-	MaxInFlight   int           // pipelined requests per connection before reading stops
-	IdleTimeout   time.Duration // no frame started for this long closes the connection
-	FrameTimeout  time.Duration // a started frame must finish within this (pushed forward on progress)
-	DrainTimeout  time.Duration // graceful shutdown bound
+	// MaxConnections caps client connections across listeners, and
+	// MaxConnectionsPerAddress those from one IP; 0 means no cap. A
+	// connection over a cap is closed at once (Kafka's max.connections and
+	// max.connections.per.ip do the same).
+	MaxConnections           int
+	MaxConnectionsPerAddress int
+	MaxInFlight              int           // pipelined requests per connection before reading stops
+	IdleTimeout              time.Duration // no frame started for this long closes the connection
+	FrameTimeout             time.Duration // a started frame must finish within this (pushed forward on progress)
+	DrainTimeout             time.Duration // graceful shutdown bound
 
 	Logger *slog.Logger
 }
@@ -41,6 +47,11 @@ type ListenerOptions struct {
 	Name      string
 	Listen    string // bind address of the bootstrap port
 	Advertise string // host clients are told to connect to
+	// AdvertisePort, if set, is the port clients are told for the
+	// bootstrap port (NAT, port mapping); broker ports are advertised as
+	// bound. It matters for the built-in broker, which is served at the
+	// bootstrap port.
+	AdvertisePort int
 	// BrokerPortBase: node N of the upstream is served at BrokerPortBase+N.
 	// -1 means the bootstrap port + 1; 0 means a kernel-chosen port per
 	// node (stable only for the life of the process; meant for tests).

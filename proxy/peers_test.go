@@ -89,9 +89,10 @@ func TestKcat(t *testing.T) {
 
 // TestSarama: IBM/sarama's sync producer and partition consumer through
 // the gateway, with keys and headers.
-func TestSarama(t *testing.T) {
-	c := startUpstream(t, 3, kfake.SeedTopics(2, "sar"))
-	srv := startGateway(t, c)
+func TestSarama(t *testing.T) { forEachBackend(t, testSarama) }
+
+func testSarama(t *testing.T, b backend) {
+	srv, _ := b.start(t, 2, "sar")
 	cfg := sarama.NewConfig()
 	cfg.Version = sarama.V3_6_0_0
 	cfg.Producer.Return.Successes = true
@@ -142,13 +143,22 @@ func TestSarama(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for msg := range pc.Messages() {
-			if len(msg.Headers) != 1 || string(msg.Headers[0].Key) != "h" || !strings.HasPrefix(string(msg.Value), "v") {
-				t.Errorf("message %s/%s headers %v", msg.Key, msg.Value, msg.Headers)
-			}
-			got++
-			if msg.Offset == newest-1 {
-				break
+		timeout := time.After(20 * time.Second)
+	consume:
+		for {
+			select {
+			case msg := <-pc.Messages():
+				if len(msg.Headers) != 1 || string(msg.Headers[0].Key) != "h" || !strings.HasPrefix(string(msg.Value), "v") {
+					t.Errorf("message %s/%s headers %v", msg.Key, msg.Value, msg.Headers)
+				}
+				got++
+				if msg.Offset == newest-1 {
+					break consume
+				}
+			case err := <-pc.Errors():
+				t.Fatalf("sarama consumer: %v", err)
+			case <-timeout:
+				t.Fatalf("partition %d: consumed %d records, then nothing for 20s", p, got)
 			}
 		}
 		pc.Close()

@@ -48,6 +48,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
+	perIP    map[string]int // open client connections by source IP
 	closing  bool
 	wg       sync.WaitGroup // every goroutine the server starts
 	nextID   atomic.Uint64
@@ -76,7 +77,7 @@ func New(opts Options) (*Server, error) {
 	if len(opts.Bootstrap) == 0 && opts.Local == nil {
 		return nil, errors.New("proxy: neither an upstream bootstrap nor a local broker")
 	}
-	s := &Server{opts: opts, log: opts.Logger, sessions: make(map[*session]struct{})}
+	s := &Server{opts: opts, log: opts.Logger, sessions: make(map[*session]struct{}), perIP: make(map[string]int)}
 	if s.upstreamMode() {
 		s.nodes = newNodeRegistry()
 	}
@@ -164,14 +165,26 @@ func (s *Server) goAccept(l *listener, ln net.Listener, node int32) {
 }
 
 func (s *Server) startSession(l *listener, c net.Conn, node int32) {
-	sess := newSession(s, l, c, node)
+	ip, _, _ := net.SplitHostPort(c.RemoteAddr().String())
 	s.mu.Lock()
-	if s.closing {
+	var refuse string
+	switch {
+	case s.closing:
+		refuse = "shutting down"
+	case s.opts.MaxConnections > 0 && len(s.sessions) >= s.opts.MaxConnections:
+		refuse = "max_connections reached"
+	case s.opts.MaxConnectionsPerAddress > 0 && s.perIP[ip] >= s.opts.MaxConnectionsPerAddress:
+		refuse = "max_connections_per_address reached"
+	}
+	if refuse != "" {
 		s.mu.Unlock()
 		c.Close()
+		s.log.Warn("connection refused", "listener", l.opts.Name, "client", c.RemoteAddr().String(), "reason", refuse)
 		return
 	}
+	sess := newSession(s, l, c, node)
 	s.sessions[sess] = struct{}{}
+	s.perIP[ip]++
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go func() {
@@ -179,6 +192,9 @@ func (s *Server) startSession(l *listener, c net.Conn, node int32) {
 		sess.run()
 		s.mu.Lock()
 		delete(s.sessions, sess)
+		if s.perIP[ip]--; s.perIP[ip] == 0 {
+			delete(s.perIP, ip)
+		}
 		s.mu.Unlock()
 	}()
 }

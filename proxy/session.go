@@ -430,11 +430,11 @@ func (s *session) writeLocal(p pending) error {
 		return nil
 	}
 	body := r.body
-	if rewrite.Needs(p.key, p.version) || p.key == 18 {
-		b, ok := body.(wire.Bytes)
-		if !ok {
-			return &backendError{fmt.Errorf("%s response is not in memory", apiName(p.key))}
-		}
+	// The built-in broker's zero-copy Fetch bodies are streamed from disk
+	// untouched: it is the only node, never answers NOT_LEADER, and so never
+	// fills the KIP-951 endpoints. Everything else it answers is in memory
+	// and rewritten like an upstream response.
+	if b, ok := body.(wire.Bytes); ok && (rewrite.Needs(p.key, p.version) || p.key == 18) {
 		out, err := s.rewrite(p, b)
 		if err != nil {
 			return &backendError{err}

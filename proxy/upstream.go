@@ -184,7 +184,11 @@ var _ rewrite.Mapper = mapper{}
 // built-in broker is one node served at the bootstrap port itself.
 func (m mapper) Advertise(kind rewrite.EndpointKind, node int32, host string, port int32) (string, int32, bool) {
 	if !m.srv.upstreamMode() {
-		return m.l.host, m.l.bootPort(), true
+		port := m.l.bootPort()
+		if m.l.opts.AdvertisePort > 0 {
+			port = int32(m.l.opts.AdvertisePort)
+		}
+		return m.l.host, port, true
 	}
 	if kind == rewrite.Controller && !m.srv.nodes.known(node) {
 		return "", 0, false // a controller-only node is not served by the gateway

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -21,9 +20,10 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 // TestProduceConsume: an idempotent kgo producer and a consumer through the
 // gateway in front of 3 brokers; every record arrives with key and headers,
 // in order per partition, and no upstream address reaches the client.
-func TestProduceConsume(t *testing.T) {
-	c := startUpstream(t, 3, kfake.SeedTopics(6, "orders"))
-	srv := startGateway(t, c)
+func TestProduceConsume(t *testing.T) { forEachBackend(t, testProduceConsume) }
+
+func testProduceConsume(t *testing.T, b backend) {
+	srv, noLeak := b.start(t, 6, "orders")
 	rec := &recorder{}
 	cl := newClient(t, srv, rec, kgo.DefaultProduceTopic("orders"))
 	ctx := ctxT(t, 30*time.Second)
@@ -69,7 +69,7 @@ func TestProduceConsume(t *testing.T) {
 			seen[string(r.Value)] = true
 		})
 	}
-	rec.assertNoLeak(t, c)
+	noLeak(t, rec)
 }
 
 // TestAdmin: topic administration, configs and cluster description through

@@ -122,12 +122,14 @@ func serve(ctx context.Context, cfg *configs.Config, logOut io.Writer) error {
 // plan, opening the built-in broker when there is no upstream.
 func buildOptions(cfg *configs.Config, log *slog.Logger) (proxy.Options, func(), error) {
 	opts := proxy.Options{
-		MaxFrameBytes: int32(min(int64(cfg.Limits.MaxFrameBytes), 1<<31-1)),
-		MaxInFlight:   cfg.Limits.MaxInFlight,
-		IdleTimeout:   cfg.Limits.IdleTimeout.D(),
-		FrameTimeout:  cfg.Limits.FrameTimeout.D(),
-		DrainTimeout:  cfg.Limits.DrainTimeout.D(),
-		Logger:        log,
+		MaxFrameBytes:            int32(min(int64(cfg.Limits.MaxFrameBytes), 1<<31-1)),
+		MaxInFlight:              cfg.Limits.MaxInFlight,
+		MaxConnections:           cfg.Limits.MaxConnections,
+		MaxConnectionsPerAddress: cfg.Limits.MaxConnectionsPerAddress,
+		IdleTimeout:              cfg.Limits.IdleTimeout.D(),
+		FrameTimeout:             cfg.Limits.FrameTimeout.D(),
+		DrainTimeout:             cfg.Limits.DrainTimeout.D(),
+		Logger:                   log,
 	}
 	for i := range cfg.Listeners {
 		l := &cfg.Listeners[i]
@@ -139,6 +141,7 @@ func buildOptions(cfg *configs.Config, log *slog.Logger) (proxy.Options, func(),
 			Name:           l.Name,
 			Listen:         l.Listen,
 			Advertise:      l.AdvertisedHost(),
+			AdvertisePort:  l.AdvertisedPort(0),
 			BrokerPortBase: base,
 		})
 	}
@@ -206,4 +209,3 @@ func upstreamTLS(c *configs.UpstreamTLS) (*tls.Config, error) {
 	}
 	return tc, nil
 }
-

@@ -1,0 +1,213 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/tollgate-kafka/tollgate/proxy"
+)
+
+// ChildFlag is the first argument of a child invocation: a front end that
+// sees it passes its arguments to ServeChild instead of running a benchmark.
+// The relay and the gateway run in child processes so that their CPU time
+// and RSS can be read from /proc apart from the client's and kfake's, which
+// share the benchmark process.
+const ChildFlag = "--child"
+
+// childInfo is the one JSON line a child prints once it is listening.
+type childInfo struct {
+	Role      Path              `json:"role"`
+	PID       int               `json:"pid"`
+	Bootstrap string            `json:"bootstrap,omitempty"` // the gateway's bootstrap port
+	Routes    map[string]string `json:"routes,omitempty"`    // relay: upstream -> relay port
+}
+
+// ServeChild is the child side: args are
+//
+//	--child relay|tollgate --upstream host:port[,host:port...] [--cpuprofile FILE] [--log-level LEVEL]
+//
+// It starts the relay or the gateway in front of the upstream, prints one
+// JSON line describing where it listens, and serves until stdin reaches
+// EOF (the parent closed it or died).
+func ServeChild(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("tollgate bench "+ChildFlag, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	role := fs.String("child", "", "relay | tollgate")
+	upstream := fs.String("upstream", "", "comma-separated upstream broker addresses")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of this process here")
+	logLevel := fs.String("log-level", "warn", "debug | info | warn | error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("log level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv})).With("bench_child", *role)
+	upstreams := splitList(*upstream)
+	if len(upstreams) == 0 {
+		return errors.New("child: --upstream is empty")
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return fmt.Errorf("create cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("start cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	stop, info, err := startMiddle(Path(*role), upstreams, log)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	info.PID = os.Getpid()
+	line, err := json.Marshal(info)
+	if err != nil {
+		return fmt.Errorf("encode child info: %w", err)
+	}
+	if _, err := fmt.Fprintf(stdout, "%s\n", line); err != nil {
+		return fmt.Errorf("write child info: %w", err)
+	}
+	_, err = io.Copy(io.Discard, stdin)
+	return err
+}
+
+// startMiddle starts what sits between the client and kfake on path role,
+// in this process.
+func startMiddle(role Path, upstreams []string, log *slog.Logger) (stop func(), info childInfo, err error) {
+	info.Role = role
+	switch role {
+	case Relay:
+		r, routes, err := startRelay(upstreams, log)
+		if err != nil {
+			return nil, info, err
+		}
+		info.Routes = routes
+		return r.Close, info, nil
+	case Gateway:
+		srv, err := proxy.New(proxy.Options{
+			Listeners: []proxy.ListenerOptions{{Name: "bench", Listen: "127.0.0.1:0", BrokerPortBase: 0}},
+			Bootstrap: upstreams,
+			Logger:    log,
+		})
+		if err != nil {
+			return nil, info, fmt.Errorf("gateway: %w", err)
+		}
+		if err := srv.Start(context.Background()); err != nil {
+			return nil, info, fmt.Errorf("start gateway: %w", err)
+		}
+		info.Bootstrap = srv.Addr(0).String()
+		return func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(ctx); err != nil {
+				log.Warn("gateway shutdown", "err", err)
+			}
+		}, info, nil
+	}
+	return nil, info, fmt.Errorf("child role %q: want %s or %s", role, Relay, Gateway)
+}
+
+// child is a running relay or gateway process, seen from the parent.
+type child struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	info  childInfo
+	done  chan error // the result of cmd.Wait
+}
+
+// spawnChild starts the child for role and waits for its info line.
+func spawnChild(command func(args []string) *exec.Cmd, role Path, upstreams []string, cpuprofile string, stderr io.Writer) (*child, error) {
+	args := []string{ChildFlag, string(role), "--upstream", strings.Join(upstreams, ",")}
+	if cpuprofile != "" {
+		args = append(args, "--cpuprofile", cpuprofile)
+	}
+	cmd := command(args)
+	cmd.Stderr = stderr
+	dieWithParent(cmd)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("%s child stdin: %w", role, err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("%s child stdout: %w", role, err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s child: %w", role, err)
+	}
+	c := &child{cmd: cmd, stdin: stdin, done: make(chan error, 1)}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		io.Copy(io.Discard, stdout) // keep the pipe drained until exit
+		c.done <- cmd.Wait()
+	}()
+	select {
+	case line, ok := <-lines:
+		if !ok {
+			c.stop()
+			return nil, fmt.Errorf("%s child exited before it was ready (its stderr says why)", role)
+		}
+		if err := json.Unmarshal([]byte(line), &c.info); err != nil {
+			c.stop()
+			return nil, fmt.Errorf("%s child info %q: %w", role, line, err)
+		}
+	case <-time.After(30 * time.Second):
+		c.stop()
+		return nil, fmt.Errorf("%s child not ready after 30s", role)
+	}
+	if c.info.Role != role || c.info.PID != cmd.Process.Pid {
+		c.stop()
+		return nil, fmt.Errorf("%s child: unexpected info %+v (pid %d)", role, c.info, cmd.Process.Pid)
+	}
+	return c, nil
+}
+
+func (c *child) usage() (procUsage, error) { return readProc(c.cmd.Process.Pid) }
+
+// stop closes the child's stdin, which asks it to shut down (and flush its
+// profile), and kills it if it has not exited within 15 s.
+func (c *child) stop() error {
+	c.stdin.Close()
+	select {
+	case err := <-c.done:
+		if err != nil {
+			return fmt.Errorf("%s child: %w", c.info.Role, err)
+		}
+		return nil
+	case <-time.After(15 * time.Second):
+		c.cmd.Process.Kill()
+		<-c.done
+		return fmt.Errorf("%s child did not exit within 15s; killed", c.info.Role)
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,20 @@
+//go:build !linux
+
+package bench
+
+import (
+	"errors"
+	"os/exec"
+)
+
+type procUsage struct {
+	cpuSeconds float64
+	rssBytes   int64
+	hwmBytes   int64
+}
+
+var errNoProc = errors.New("per-process CPU and RSS are read from /proc, which this OS lacks")
+
+func readProc(int) (procUsage, error) { return procUsage{}, errNoProc }
+
+func dieWithParent(*exec.Cmd) {}

@@ -1,0 +1,477 @@
+package configs
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"reflect"
+	"regexp"
+	"regexp/syntax"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// Policy.Default and Rule.Action values.
+const (
+	PolicyAllow = "allow"
+	PolicyDeny  = "deny"
+)
+
+// Rate.Per values: whose budget a rate rule's limiter counts.
+const (
+	RatePerClientID  = "client_id" // one budget per client id (Kafka's client-id quota)
+	RatePerPrincipal = "principal" // one budget per authenticated identity (Kafka's user quota)
+	RatePerAddress   = "address"   // one budget per client IP address
+	RatePerShared    = "shared"    // one budget for everything the rule matches
+)
+
+// Policy is the access policy: rules evaluated in order, the first allow or
+// deny rule that matches decides, and Default decides when none does. Rate
+// rules without an action limit what they match and let evaluation go on.
+// Package policy compiles it; this type is data only.
+type Policy struct {
+	// Default is allow or deny. It applies to every request no rule
+	// decides, except ApiVersions, SaslHandshake and SaslAuthenticate
+	// (a client cannot even learn it is denied without them) and the
+	// Metadata request itself (its topics are decided one by one).
+	Default string `yaml:"default"`
+	// HideDeniedAPIs names listeners on which ApiVersions leaves out the
+	// API keys denied outright for the connection, instead of answering
+	// those requests with an authorization error.
+	HideDeniedAPIs []string `yaml:"hide_denied_apis,omitempty"`
+	Rules          []Rule   `yaml:"rules,omitempty"`
+
+	// Source is the file the policy was read from ("" when built in
+	// code), for warnings that name a line.
+	Source string `yaml:"-"`
+}
+
+// Rule is one policy rule.
+type Rule struct {
+	// Name identifies the rule in logs, metrics and verdicts; rate
+	// budgets survive a reload for a rule whose name and rate stay the
+	// same. Default: "rules[i]". Letters, digits, '.', '_', '-'.
+	Name  string `yaml:"name,omitempty"`
+	Match Match  `yaml:"match"`
+	// Action is allow or deny. It may be left out when Rate is set: the
+	// rule then only limits, and evaluation goes on to later rules.
+	Action string `yaml:"action,omitempty"`
+	Rate   *Rate  `yaml:"rate,omitempty"`
+
+	// Line is where the rule starts in Source (0 when unknown).
+	Line int `yaml:"-"`
+}
+
+// Match lists a rule's conditions; all that are set must hold. An empty
+// match matches every request.
+type Match struct {
+	// Listener names one or more listeners.
+	Listener Patterns `yaml:"listener,omitempty"`
+	// Address lists client source addresses as CIDRs or single IPs.
+	Address Patterns `yaml:"address,omitempty"`
+	// ClientID matches the client.id of the request header.
+	ClientID *StringMatch `yaml:"client_id,omitempty"`
+	// Principal matches the TLS or SASL identity of the connection ("" until
+	// the connection authenticates).
+	Principal *StringMatch `yaml:"principal,omitempty"`
+	// API lists API keys by name (Produce, CreateTopics, as Kafka or kmsg
+	// spell them, in any case), number, or group (see APIGroups).
+	API Patterns `yaml:"api,omitempty"`
+	// APIVersions limits the request versions matched.
+	APIVersions *VersionRange `yaml:"api_versions,omitempty"`
+	// Topic and TopicNot match each topic a request names (Produce, Fetch,
+	// Metadata, ...); a rule with either applies only to requests that name
+	// topics, topic by topic.
+	Topic    *StringMatch `yaml:"topic,omitempty"`
+	TopicNot *StringMatch `yaml:"topic_not,omitempty"`
+	// Group matches consumer group ids; TransactionalID transactional ids.
+	Group           *StringMatch `yaml:"group,omitempty"`
+	TransactionalID *StringMatch `yaml:"transactional_id,omitempty"`
+}
+
+// HasResourceConditions reports whether the match looks inside request
+// bodies (topics, groups, transactional ids).
+func (m *Match) HasResourceConditions() bool {
+	return m.Topic != nil || m.TopicNot != nil || m.Group != nil || m.TransactionalID != nil
+}
+
+// StringMatch matches a string exactly, by prefix or by regular
+// expression; any one of the listed patterns is enough. A regular
+// expression must match the whole string (it is anchored). In YAML a
+// plain string or a list of strings is shorthand for exact.
+type StringMatch struct {
+	Exact  Patterns `yaml:"exact,omitempty"`
+	Prefix Patterns `yaml:"prefix,omitempty"`
+	Regex  Patterns `yaml:"regex,omitempty"`
+}
+
+// Patterns is a list of strings. In YAML one string is a list of one; it
+// is not split on commas (client ids and principals may contain them).
+type Patterns []string
+
+// VersionRange is an inclusive range of API versions; a missing bound is
+// open.
+type VersionRange struct {
+	Min *int `yaml:"min,omitempty"`
+	Max *int `yaml:"max,omitempty"`
+}
+
+// Rate limits what a rule matches, with token buckets (one per Per key).
+// A request over budget is still served; the connection is then throttled
+// the way Kafka's quotas do it (KIP-219).
+type Rate struct {
+	RequestsPerSecond     int  `yaml:"requests_per_second,omitempty"`
+	RequestBurst          int  `yaml:"request_burst,omitempty"`
+	ProduceBytesPerSecond Size `yaml:"produce_bytes_per_second,omitempty"`
+	ProduceBurst          Size `yaml:"produce_burst,omitempty"`
+	FetchBytesPerSecond   Size `yaml:"fetch_bytes_per_second,omitempty"`
+	FetchBurst            Size `yaml:"fetch_burst,omitempty"`
+	// Burst is shorthand for the burst of the only rate set.
+	Burst Size `yaml:"burst,omitempty"`
+	// Per is client_id (default), principal, address or shared.
+	Per string `yaml:"per"`
+}
+
+func (r *Rate) setDefaults() { r.Per = RatePerClientID }
+
+// Bursts returns the effective bursts: the ones set, Burst for the only
+// rate set, else one second's worth (and at least one request).
+func (r *Rate) Bursts() (requests int, produce, fetch Size) {
+	requests, produce, fetch = r.RequestBurst, r.ProduceBurst, r.FetchBurst
+	if r.Burst > 0 {
+		switch {
+		case r.RequestsPerSecond > 0 && requests == 0:
+			requests = int(r.Burst)
+		case r.ProduceBytesPerSecond > 0 && produce == 0:
+			produce = r.Burst
+		case r.FetchBytesPerSecond > 0 && fetch == 0:
+			fetch = r.Burst
+		}
+	}
+	if requests == 0 {
+		requests = max(r.RequestsPerSecond, 1)
+	}
+	if produce == 0 {
+		produce = r.ProduceBytesPerSecond
+	}
+	if fetch == 0 {
+		fetch = r.FetchBytesPerSecond
+	}
+	return requests, produce, fetch
+}
+
+// APIGroups are the names usable in Match.API for sets of keys. "admin" is
+// every key in no other group except Metadata, ApiVersions, the SASL keys
+// and client telemetry (71, 72), which every client sends.
+var APIGroups = map[string][]int16{
+	"produce":     {0, 22},
+	"consume":     {1, 2, 23, 78, 79},
+	"group":       {8, 9, 10, 11, 12, 13, 14, 15, 16, 68, 69, 76, 77, 88, 89, 90},
+	"transaction": {22, 24, 25, 26, 28},
+	"admin":       adminKeys(),
+}
+
+func adminKeys() []int16 {
+	other := map[int16]bool{3: true, 17: true, 18: true, 36: true, 71: true, 72: true}
+	for _, g := range [][]int16{{0, 22}, {1, 2, 23, 78, 79}, {8, 9, 10, 11, 12, 13, 14, 15, 16, 68, 69, 76, 77, 88, 89, 90}, {24, 25, 26, 28}} {
+		for _, k := range g {
+			other[k] = true
+		}
+	}
+	var keys []int16
+	for k := int16(0); k <= kmsg.MaxKey; k++ {
+		if !other[k] {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// ResolveAPI turns one Match.API entry into API keys: a group name
+// (lowercase, exactly), an API name (otherwise case-insensitive: Kafka's
+// "InitProducerId" or kmsg's "InitProducerID"), or a key number that kmsg
+// knows.
+func ResolveAPI(s string) ([]int16, error) {
+	t := strings.TrimSpace(s)
+	// Group names are lowercase and matched exactly, so "produce" is the
+	// group and "Produce" the API.
+	if g, ok := APIGroups[t]; ok {
+		return g, nil
+	}
+	if n, err := strconv.Atoi(t); err == nil {
+		if n < 0 || n > kmsg.MaxKey {
+			return nil, fmt.Errorf("API key %d is not one this version knows (0-%d)", n, kmsg.MaxKey)
+		}
+		return []int16{int16(n)}, nil
+	}
+	for k := int16(0); k <= kmsg.MaxKey; k++ {
+		if strings.EqualFold(kmsg.NameForKey(k), t) {
+			return []int16{k}, nil
+		}
+	}
+	msg := fmt.Sprintf("unknown API %q", s)
+	if c := closestAPI(t); c != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", c)
+	}
+	return nil, fmt.Errorf("%s: want an API name such as Produce or CreateTopics, a key number, or a group (admin, produce, consume, group, transaction)", msg)
+}
+
+func closestAPI(s string) string {
+	names := make([]string, 0, kmsg.MaxKey+6)
+	for k := int16(0); k <= kmsg.MaxKey; k++ {
+		names = append(names, strings.ToLower(kmsg.NameForKey(k)))
+	}
+	for g := range APIGroups {
+		names = append(names, g)
+	}
+	sort.Strings(names)
+	c := closest(s, names)
+	for k := int16(0); k <= kmsg.MaxKey; k++ {
+		if strings.ToLower(kmsg.NameForKey(k)) == c {
+			return kmsg.NameForKey(k)
+		}
+	}
+	return c
+}
+
+// CompileRegex compiles a StringMatch regex the way policy matching uses
+// it: anchored at both ends.
+func CompileRegex(expr string) (*regexp.Regexp, error) {
+	return regexp.Compile(`^(?:` + expr + `)$`)
+}
+
+// ParseAddressPattern parses a Match.Address entry: a CIDR or one IP.
+func ParseAddressPattern(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("%q is not a CIDR such as 10.0.0.0/8 or fd00::/8", s)
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not an IP address or a CIDR such as 10.0.0.0/8", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// decodeYAML reads one string or a list of strings.
+func (p *Patterns) decodeYAML(d *decoder, n *yaml.Node, path string) {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		*p = Patterns{n.Value}
+		d.mark(path, n, false, "")
+		d.mark(path+"[0]", n, true, n.Value)
+	case yaml.SequenceNode:
+		d.mark(path, n, false, "")
+		out := make(Patterns, 0, len(n.Content))
+		for i, it := range n.Content {
+			if !d.spend(it) {
+				return
+			}
+			it = d.resolve(it)
+			ip := fmt.Sprintf("%s[%d]", path, i)
+			if it.Kind != yaml.ScalarNode || isNull(it) {
+				d.errorf(it, ip, "want a string, got %s", describe(it))
+				continue
+			}
+			d.mark(ip, it, true, it.Value)
+			out = append(out, it.Value)
+		}
+		*p = out
+	default:
+		d.errorf(n, path, "want a string or a list of strings, got %s", describe(n))
+	}
+}
+
+// decodeYAML reads a mapping of exact/prefix/regex, or a string or list
+// of strings as shorthand for exact.
+func (m *StringMatch) decodeYAML(d *decoder, n *yaml.Node, path string) {
+	if n.Kind == yaml.MappingNode {
+		d.mapping(n, path, reflect.ValueOf(m).Elem())
+		return
+	}
+	m.Exact.decodeYAML(d, n, path+".exact")
+	d.mark(path, n, false, "")
+}
+
+// setLines records where each rule starts, for warnings from package
+// policy.
+func (p *Policy) setLines(meta *sourceMeta) {
+	if meta == nil {
+		return
+	}
+	p.Source = meta.source
+	for i := range p.Rules {
+		if m, ok := meta.marks[fmt.Sprintf("policy.rules[%d]", i)]; ok {
+			p.Rules[i].Line = m.line
+		}
+	}
+}
+
+// RuleName returns the rule's name, or "rules[i]" when it has none.
+func (p *Policy) RuleName(i int) string {
+	if p.Rules[i].Name != "" {
+		return p.Rules[i].Name
+	}
+	return fmt.Sprintf("rules[%d]", i)
+}
+
+var ruleNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+func (v *validator) policy() {
+	p := &v.c.Policy
+	switch p.Default {
+	case PolicyAllow, PolicyDeny:
+	default:
+		v.errf("policy.default", p.Default, "%q: want allow or deny", p.Default)
+	}
+	listeners := map[string]bool{}
+	for _, l := range v.c.Listeners {
+		listeners[l.Name] = true
+	}
+	for i, name := range p.HideDeniedAPIs {
+		if !listeners[name] {
+			v.errf(fmt.Sprintf("policy.hide_denied_apis[%d]", i), name, "no listener is named %q", name)
+		}
+	}
+	names := map[string]int{}
+	for i := range p.Rules {
+		r := &p.Rules[i]
+		rp := fmt.Sprintf("policy.rules[%d]", i)
+		if r.Name != "" {
+			switch j, dup := names[r.Name]; {
+			case !ruleNameRE.MatchString(r.Name):
+				v.errf(rp+".name", r.Name, "%q is not a valid rule name: use up to 128 letters, digits, '.', '_' or '-'", r.Name)
+			case dup:
+				v.errf(rp+".name", r.Name, "duplicate rule name %q: policy.rules[%d]%s has it too", r.Name, j, v.where(fmt.Sprintf("policy.rules[%d].name", j)))
+			default:
+				names[r.Name] = i
+			}
+		}
+		v.match(rp+".match", &r.Match, listeners)
+		switch r.Action {
+		case PolicyAllow, PolicyDeny:
+		case "":
+			if r.Rate == nil {
+				v.errf(rp, nil, "the rule has no action: set action (allow or deny) or rate")
+			}
+		default:
+			v.errf(rp+".action", r.Action, "%q: want allow or deny", r.Action)
+		}
+		if r.Rate != nil {
+			if r.Action == PolicyDeny {
+				v.errf(rp+".rate", nil, "a deny rule cannot have a rate: denied requests use no budget")
+			}
+			v.rate(rp+".rate", r.Rate, &r.Match)
+		}
+	}
+}
+
+func (v *validator) match(path string, m *Match, listeners map[string]bool) {
+	for i, l := range m.Listener {
+		if !listeners[l] {
+			v.errf(fmt.Sprintf("%s.listener[%d]", path, i), l, "no listener is named %q", l)
+		}
+	}
+	for i, a := range m.Address {
+		if _, err := ParseAddressPattern(a); err != nil {
+			v.errf(fmt.Sprintf("%s.address[%d]", path, i), a, "%s", err)
+		}
+	}
+	for i, a := range m.API {
+		if _, err := ResolveAPI(a); err != nil {
+			v.errf(fmt.Sprintf("%s.api[%d]", path, i), a, "%s", err)
+		}
+	}
+	if r := m.APIVersions; r != nil {
+		p := path + ".api_versions"
+		if r.Min != nil && (*r.Min < 0 || *r.Min > 32767) {
+			v.errf(p+".min", r.Min, "%d is out of range 0-32767", *r.Min)
+		}
+		if r.Max != nil && (*r.Max < 0 || *r.Max > 32767) {
+			v.errf(p+".max", r.Max, "%d is out of range 0-32767", *r.Max)
+		}
+		if r.Min != nil && r.Max != nil && *r.Min > *r.Max {
+			v.errf(p, nil, "min %d is above max %d: the rule can never match", *r.Min, *r.Max)
+		}
+	}
+	for _, s := range []struct {
+		name string
+		m    *StringMatch
+	}{{"client_id", m.ClientID}, {"principal", m.Principal}, {"topic", m.Topic}, {"topic_not", m.TopicNot}, {"group", m.Group}, {"transactional_id", m.TransactionalID}} {
+		if s.m != nil {
+			v.stringMatch(path+"."+s.name, s.m)
+		}
+	}
+}
+
+func (v *validator) stringMatch(path string, m *StringMatch) {
+	if len(m.Exact)+len(m.Prefix)+len(m.Regex) == 0 {
+		v.errf(path, nil, "empty: give exact, prefix or regex")
+	}
+	for i, p := range m.Prefix {
+		if p == "" {
+			v.errf(fmt.Sprintf("%s.prefix[%d]", path, i), p, "an empty prefix matches everything: leave the condition out instead")
+		}
+	}
+	for i, re := range m.Regex {
+		if _, err := CompileRegex(re); err != nil {
+			// The message of a *syntax.Error quotes the anchored
+			// expression, which the operator did not write: show the code.
+			msg := err.Error()
+			var se *syntax.Error
+			if errors.As(err, &se) {
+				msg = string(se.Code)
+			}
+			v.errf(fmt.Sprintf("%s.regex[%d]", path, i), re, "%q is not a valid regular expression: %s", re, msg)
+		}
+	}
+}
+
+func (v *validator) rate(path string, r *Rate, m *Match) {
+	if r.RequestsPerSecond < 0 {
+		v.errf(path+".requests_per_second", r.RequestsPerSecond, "%d is negative: want a rate above zero", r.RequestsPerSecond)
+	}
+	if r.RequestBurst < 0 {
+		v.errf(path+".request_burst", r.RequestBurst, "%d is negative", r.RequestBurst)
+	}
+	for _, s := range []struct {
+		name string
+		val  Size
+	}{{"produce_bytes_per_second", r.ProduceBytesPerSecond}, {"produce_burst", r.ProduceBurst}, {"fetch_bytes_per_second", r.FetchBytesPerSecond}, {"fetch_burst", r.FetchBurst}, {"burst", r.Burst}} {
+		if s.val < 0 {
+			v.errf(path+"."+s.name, s.val, "%s is negative", s.val)
+		}
+	}
+	set, given := 0, 0
+	for _, val := range []int64{int64(r.RequestsPerSecond), int64(r.ProduceBytesPerSecond), int64(r.FetchBytesPerSecond)} {
+		if val > 0 {
+			set++
+		}
+		if val != 0 {
+			given++
+		}
+	}
+	if given == 0 {
+		v.errf(path, nil, "no rate: set requests_per_second, produce_bytes_per_second or fetch_bytes_per_second above zero")
+	}
+	if r.Burst != 0 && set > 1 {
+		v.errf(path+".burst", r.Burst, "burst is ambiguous with more than one rate: use request_burst, produce_burst and fetch_burst")
+	}
+	switch r.Per {
+	case RatePerClientID, RatePerPrincipal, RatePerAddress, RatePerShared:
+	default:
+		v.errf(path+".per", r.Per, "%q: want client_id, principal, address or shared", r.Per)
+	}
+	if r.FetchBytesPerSecond > 0 && (m.HasResourceConditions() || m.APIVersions != nil) {
+		v.errf(path+".fetch_bytes_per_second", r.FetchBytesPerSecond,
+			"fetch bytes are counted when the response arrives, where only listener, address, client_id, principal and api are known: move the fetch rate to a rule without topic, group, transactional_id or api_versions")
+	}
+}

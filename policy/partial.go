@@ -1,0 +1,352 @@
+package policy
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Produce, Fetch and Metadata are decided topic by topic: the allowed
+// topics proceed and the denied ones get their error, as a broker does
+// (KafkaApis handleProduceRequest / handleFetchRequest /
+// handleTopicMetadataRequest authorize per topic).
+
+// topicDecisions decides each topic of a request; txn is the request's
+// transactional id (Produce).
+func (e *Engine) topicDecisions(r *Request, bits []uint64, n int, topic func(i int) (string, [16]byte), ctx unitCtx, rates *rateHits) (ds []decision, denied int) {
+	ds = make([]decision, n)
+	x := extractor{names: r.Names}
+	for i := range n {
+		name, id := topic(i)
+		u := x.topicUnit(name, id, ctx)
+		ds[i] = e.decide(bits, r.Key, r.Version, &u, r.Body, nil)
+		if ds[i].deny {
+			denied++
+		}
+	}
+	// Charge rates only for what goes ahead: walk again for allowed
+	// units, collecting rate rules (cheap next to the decode).
+	for i := range n {
+		if !ds[i].deny {
+			name, id := topic(i)
+			u := x.topicUnit(name, id, ctx)
+			e.decide(bits, r.Key, r.Version, &u, r.Body, rates)
+		}
+	}
+	return ds, denied
+}
+
+func firstDenied(ds []decision) decision {
+	for _, d := range ds {
+		if d.deny {
+			return d
+		}
+	}
+	return decision{rule: -1}
+}
+
+func firstRule(ds []decision) int32 {
+	if len(ds) == 0 {
+		return -1
+	}
+	return ds[0].rule
+}
+
+func (e *Engine) checkProduce(r *Request, bits []uint64, p *kmsg.ProduceRequest, rates *rateHits) Verdict {
+	var ctx unitCtx
+	if p.TransactionID != nil {
+		ctx.txn, ctx.hasTxn = *p.TransactionID, true
+	}
+	if len(p.Topics) == 0 {
+		u := unit{txn: ctx.txn, hasTxn: ctx.hasTxn}
+		d := e.decide(bits, r.Key, r.Version, &u, p, rates)
+		if !d.deny {
+			return Verdict{Action: Allow, Rule: e.ruleName(d.rule)}
+		}
+		return e.produceDenied(p, []decision{d}, d)
+	}
+	ds, denied := e.topicDecisions(r, bits, len(p.Topics), func(i int) (string, [16]byte) {
+		return p.Topics[i].Topic, p.Topics[i].TopicID
+	}, ctx, rates)
+	if denied == 0 {
+		return Verdict{Action: Allow, Rule: e.ruleName(firstRule(ds))}
+	}
+	first := firstDenied(ds)
+	if denied == len(ds) || p.Acks == 0 {
+		// A denied part of an acks=0 produce cannot be answered; Kafka
+		// closes the connection when any partition of one fails (§3).
+		return e.produceDenied(p, ds, first)
+	}
+	fwd := *p
+	fwd.Topics = make([]kmsg.ProduceRequestTopic, 0, len(p.Topics)-denied)
+	var deniedTopics []kmsg.ProduceResponseTopic
+	for i, t := range p.Topics {
+		if ds[i].deny {
+			deniedTopics = append(deniedTopics, produceErrTopic(&t, ds[i].code))
+		} else {
+			fwd.Topics = append(fwd.Topics, t)
+		}
+	}
+	return Verdict{Action: Partial, Rule: e.ruleName(first.rule), Forward: &fwd, Merge: func(resp kmsg.Response) {
+		if pr, ok := resp.(*kmsg.ProduceResponse); ok {
+			pr.Topics = append(pr.Topics, deniedTopics...)
+		}
+	}}
+}
+
+func (e *Engine) produceDenied(p *kmsg.ProduceRequest, ds []decision, first decision) Verdict {
+	v := Verdict{Action: Deny, Rule: e.ruleName(first.rule)}
+	if p.Acks == 0 {
+		v.Close = true
+		return v
+	}
+	resp := p.ResponseKind().(*kmsg.ProduceResponse)
+	for i := range p.Topics {
+		code := first.code
+		if i < len(ds) {
+			code = ds[i].code
+			if !ds[i].deny {
+				code = first.code // whole-request deny (transactional id)
+			}
+		}
+		resp.Topics = append(resp.Topics, produceErrTopic(&p.Topics[i], code))
+	}
+	v.Response = resp
+	return v
+}
+
+func produceErrTopic(t *kmsg.ProduceRequestTopic, code int16) kmsg.ProduceResponseTopic {
+	rt := kmsg.NewProduceResponseTopic()
+	rt.Topic, rt.TopicID = t.Topic, t.TopicID
+	for _, part := range t.Partitions {
+		rp := kmsg.NewProduceResponseTopicPartition()
+		rp.Partition, rp.ErrorCode, rp.BaseOffset = part.Partition, code, -1
+		rp.LogAppendTime, rp.LogStartOffset = -1, -1
+		msg := denyMessage
+		rp.ErrorMessage = &msg
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	return rt
+}
+
+func (e *Engine) checkFetch(r *Request, bits []uint64, f *kmsg.FetchRequest, rates *rateHits) Verdict {
+	if len(f.Topics) == 0 {
+		// An incremental fetch with nothing changed names no topic.
+		d := e.decide(bits, r.Key, r.Version, &unit{}, f, rates)
+		if !d.deny {
+			return Verdict{Action: Allow, Rule: e.ruleName(d.rule)}
+		}
+		return Verdict{Action: Deny, Rule: e.ruleName(d.rule), Response: fetchDeny(f, nil, d.code)}
+	}
+	ds, denied := e.topicDecisions(r, bits, len(f.Topics), func(i int) (string, [16]byte) {
+		return f.Topics[i].Topic, f.Topics[i].TopicID
+	}, unitCtx{}, rates)
+	if denied == 0 {
+		return Verdict{Action: Allow, Rule: e.ruleName(firstRule(ds))}
+	}
+	first := firstDenied(ds)
+	if denied == len(ds) {
+		return Verdict{Action: Deny, Rule: e.ruleName(first.rule), Response: fetchDeny(f, ds, first.code)}
+	}
+	// Forward a sessionless full fetch (SessionID 0, epoch -1) of the
+	// allowed topics. Dropping partitions from an incremental fetch
+	// session would desynchronise the client's session from the broker's
+	// (KIP-227, PROTOCOL-NOTES §5.3); a sessionless answer makes the client
+	// drop its session and send full fetches, which stay correct.
+	fwd := *f
+	fwd.SessionID, fwd.SessionEpoch, fwd.ForgottenTopics = 0, -1, nil
+	fwd.Topics = make([]kmsg.FetchRequestTopic, 0, len(f.Topics)-denied)
+	var deniedTopics []kmsg.FetchResponseTopic
+	for i, t := range f.Topics {
+		if ds[i].deny {
+			deniedTopics = append(deniedTopics, fetchErrTopic(&t, ds[i].code))
+		} else {
+			fwd.Topics = append(fwd.Topics, t)
+		}
+	}
+	return Verdict{Action: Partial, Rule: e.ruleName(first.rule), Forward: &fwd, Merge: func(resp kmsg.Response) {
+		if fr, ok := resp.(*kmsg.FetchResponse); ok {
+			fr.Topics = append(fr.Topics, deniedTopics...)
+		}
+	}}
+}
+
+func fetchDeny(f *kmsg.FetchRequest, ds []decision, code int16) kmsg.Response {
+	resp := f.ResponseKind().(*kmsg.FetchResponse)
+	resp.SessionID = 0 // the client's session, if any, is over
+	for i := range f.Topics {
+		c := code
+		if i < len(ds) && ds[i].deny {
+			c = ds[i].code
+		}
+		resp.Topics = append(resp.Topics, fetchErrTopic(&f.Topics[i], c))
+	}
+	if len(f.Topics) == 0 && f.Version >= 7 {
+		resp.ErrorCode = code
+	}
+	return resp
+}
+
+func fetchErrTopic(t *kmsg.FetchRequestTopic, code int16) kmsg.FetchResponseTopic {
+	rt := kmsg.NewFetchResponseTopic()
+	rt.Topic, rt.TopicID = t.Topic, t.TopicID
+	for _, part := range t.Partitions {
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.Partition, rp.ErrorCode = part.Partition, code
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	return rt
+}
+
+// checkMetadata: a Metadata request is never refused for its topics; a
+// denied topic is hidden (all-topics requests) or answered with
+// TOPIC_AUTHORIZATION_FAILED (named), and a denied name never reaches the
+// upstream, where auto-creation could create it (§5.3). Only a rule that
+// denies the Metadata key itself (no topic condition) refuses the request.
+func (e *Engine) checkMetadata(r *Request, bits []uint64, m *kmsg.MetadataRequest, rates *rateHits) Verdict {
+	d := e.decide(bits, r.Key, r.Version, nil, m, nil)
+	if d.deny {
+		return Verdict{Action: Deny, Rule: e.ruleName(d.rule), Response: metadataDeny(m, &resourceCodes{top: d.code})}
+	}
+	all := m.Topics == nil || (m.Version == 0 && len(m.Topics) == 0)
+	if all {
+		e.decide(bits, r.Key, r.Version, nil, m, rates)
+		if !e.topicRulesReachable(bits, r.Key, r.Version) {
+			return Verdict{Action: Allow, Rule: e.ruleName(d.rule)}
+		}
+		subject := r.Subject
+		return Verdict{Action: Partial, Rule: e.ruleName(d.rule), Forward: m, Merge: func(resp kmsg.Response) {
+			mr, ok := resp.(*kmsg.MetadataResponse)
+			if !ok {
+				return
+			}
+			bits := e.subjectBits(subject)
+			kept := mr.Topics[:0]
+			for _, t := range mr.Topics {
+				u := unit{hasTopic: true}
+				if t.Topic != nil {
+					u.topic = *t.Topic
+				} else {
+					u.unknownID = true
+				}
+				if !e.decide(bits, 3, mr.Version, &u, nil, nil).deny {
+					kept = append(kept, t)
+				}
+			}
+			mr.Topics = kept
+		}}
+	}
+	x := extractor{names: r.Names}
+	ds := make([]decision, len(m.Topics))
+	units := make([]unit, len(m.Topics))
+	denied := 0
+	for i, t := range m.Topics {
+		name := ""
+		if t.Topic != nil {
+			name = *t.Topic
+		}
+		units[i] = x.topicUnit(name, t.TopicID, unitCtx{})
+		if t.Topic != nil && name == "" {
+			units[i].hasTopic = true // an empty name is still a name
+		}
+		ds[i] = e.decide(bits, r.Key, r.Version, &units[i], m, rates)
+		if ds[i].deny {
+			denied++
+		}
+	}
+	if denied == 0 {
+		return Verdict{Action: Allow, Rule: e.ruleName(firstRule(ds))}
+	}
+	fwd := *m
+	fwd.Topics = make([]kmsg.MetadataRequestTopic, 0, len(m.Topics)-denied) // never nil: nil asks for all topics
+	allowed := map[string]bool{}
+	allowedIDs := map[[16]byte]bool{}
+	var errs []kmsg.MetadataResponseTopic
+	for i, t := range m.Topics {
+		if !ds[i].deny {
+			fwd.Topics = append(fwd.Topics, t)
+			if t.Topic != nil {
+				allowed[*t.Topic] = true
+			} else {
+				allowedIDs[t.TopicID] = true
+			}
+			continue
+		}
+		errs = append(errs, metadataErrTopic(t, ds[i].code))
+	}
+	return Verdict{Action: Partial, Rule: e.ruleName(firstDenied(ds).rule), Forward: &fwd, Merge: func(resp kmsg.Response) {
+		mr, ok := resp.(*kmsg.MetadataResponse)
+		if !ok {
+			return
+		}
+		// Keep only what was asked and allowed: a v0 request whose
+		// allowed list is empty asks for all topics.
+		kept := mr.Topics[:0]
+		for _, t := range mr.Topics {
+			if (t.Topic != nil && allowed[*t.Topic]) || (t.TopicID != [16]byte{} && allowedIDs[t.TopicID]) {
+				kept = append(kept, t)
+			}
+		}
+		mr.Topics = append(kept, errs...)
+	}}
+}
+
+// topicRulesReachable reports whether a rule with a topic condition, or a
+// default deny, could hide a topic from this subject.
+func (e *Engine) topicRulesReachable(bits []uint64, key, version int16) bool {
+	for _, i := range e.rulesFor(key) {
+		if !bitSet(bits, int(i)) {
+			continue
+		}
+		r := &e.rules[i]
+		if version < r.vmin || version > r.vmax {
+			continue
+		}
+		if r.hasTopicCond() {
+			return true
+		}
+		if r.resourceCond() {
+			continue // group/txn rules never match a Metadata topic
+		}
+		if r.verb != verbRate {
+			return false // decides every topic
+		}
+	}
+	return e.defaultDeny
+}
+
+// metadataErrTopic answers a denied Metadata topic: by name with the
+// name, no id and no partitions; by id with the id and a null name
+// (KafkaApis handleTopicMetadataRequest: "do not disclose the existence of
+// topics unauthorized for Describe"; topic ids are not sensitive).
+func metadataErrTopic(t kmsg.MetadataRequestTopic, code int16) kmsg.MetadataResponseTopic {
+	rt := kmsg.NewMetadataResponseTopic()
+	rt.ErrorCode = code
+	if t.Topic != nil {
+		name := *t.Topic
+		rt.Topic = &name
+	} else {
+		rt.TopicID = t.TopicID
+	}
+	rt.Partitions = []kmsg.MetadataResponseTopicPartition{}
+	return rt
+}
+
+// metadataDeny answers a Metadata request refused outright: the named
+// topics with the error, no brokers, and the top-level error from v13
+// (KIP-1102).
+func metadataDeny(m *kmsg.MetadataRequest, codes *resourceCodes) kmsg.Response {
+	resp := m.ResponseKind().(*kmsg.MetadataResponse)
+	for _, t := range m.Topics {
+		resp.Topics = append(resp.Topics, metadataErrTopic(t, codes.top))
+	}
+	if m.Version >= 13 {
+		resp.ErrorCode = codes.top
+	}
+	if len(m.Topics) == 0 && m.Version < 13 {
+		// Nothing carries the error below v13: answer the refused
+		// all-topics request with one error entry rather than an empty,
+		// successful-looking list.
+		resp.Topics = append(resp.Topics, metadataErrTopic(kmsg.MetadataRequestTopic{Topic: kmsg.StringPtr("*")}, codes.top))
+	}
+	return resp
+}
