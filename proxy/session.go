@@ -67,6 +67,7 @@ type session struct {
 	closed    chan struct{}
 
 	wbuf []byte // write loop scratch for rewritten responses and headers
+	rbuf []byte // write loop buffer for responses read whole to be rewritten
 }
 
 // pending is one request awaiting its response.
@@ -473,6 +474,9 @@ func (s *session) relayResponse(p pending) error {
 		return &backendError{fmt.Errorf("upstream answered correlation id %d, expected %d (%s)", corr, p.corr, apiName(p.key))}
 	}
 	total := 4 + int(size)
+	if p.key == 1 && wire.IsFlexible(p.key, p.version) {
+		return s.relayFetch(p, total)
+	}
 	if rewrite.Needs(p.key, p.version) || p.key == 18 {
 		return s.relayRewritten(p, total)
 	}
@@ -502,7 +506,11 @@ func (s *session) relayResponse(p pending) error {
 // relayRewritten reads a whole response, rewrites its addresses and writes
 // it in one call.
 func (s *session) relayRewritten(p pending, total int) error {
-	frame := make([]byte, total)
+	if cap(s.rbuf) < total {
+		s.rbuf = make([]byte, total)
+	}
+	frame := s.rbuf[:total]
+	defer s.trimReadBuffer()
 	if _, err := io.ReadFull(s.ur, frame); err != nil {
 		return &backendError{fmt.Errorf("read %s response: %w", apiName(p.key), truncated(err))}
 	}
@@ -518,11 +526,23 @@ func (s *session) relayRewritten(p pending, total int) error {
 	if err != nil {
 		return &backendError{err}
 	}
+	if len(body) > 0 && len(frame) > hl && &body[0] == &frame[hl] && len(body) == len(frame)-hl {
+		_, err = s.client.Write(frame) // nothing to change
+		return err
+	}
 	s.wbuf = append(s.wbuf[:0], frame[:hl]...)
 	s.wbuf = append(s.wbuf, body...)
 	binary.BigEndian.PutUint32(s.wbuf, uint32(len(s.wbuf)-4))
 	_, err = s.client.Write(s.wbuf)
 	return err
+}
+
+// trimReadBuffer drops a read buffer grown by one large response, so an
+// idle connection does not pin it.
+func (s *session) trimReadBuffer() {
+	if cap(s.rbuf) > 1<<20 {
+		s.rbuf = nil
+	}
 }
 
 func (s *session) rewrite(p pending, body []byte) ([]byte, error) {

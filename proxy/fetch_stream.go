@@ -1,0 +1,323 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/tollgate-kafka/tollgate/rewrite"
+)
+
+// Fetch responses are streamed, not buffered. They are mostly record bytes
+// and can be tens of MiB, yet from v12 they may end with KIP-951 endpoints
+// that must be rewritten. The walker below copies the small fields through
+// a write buffer, moves each partition's records straight from the upstream
+// socket to the client (splice), and rewrites the top-level tagged fields at
+// the end without changing their length (rewrite.FetchTags), so the frame
+// size read from the upstream stays true.
+//
+// NOTE: the field walk follows FetchResponse.json for versions 12 up to
+// kmsg's maximum (18); versions above are never offered (ApiVersions clamp).
+// A change there must change this walk too; TestFetchStreamEveryVersion
+// checks it against kmsg's encoder.
+
+// streamCopyMax is the largest record set copied through the write buffer;
+// larger ones are spliced socket to socket.
+const streamCopyMax = 16 << 10
+
+// errFetchShape means the upstream's Fetch response does not fit its frame.
+var errFetchShape = errors.New("malformed Fetch response")
+
+type fetchStream struct {
+	s    *session
+	left int    // bytes of the frame not yet consumed
+	out  []byte // pending output, flushed before each splice
+}
+
+// relayFetch streams one flexible Fetch response of total bytes (size
+// prefix included) from the upstream to the client.
+func (s *session) relayFetch(p pending, total int) error {
+	f := fetchStream{s: s, left: total, out: s.wbuf[:0]}
+	err := f.walk(p.version)
+	s.wbuf = f.out[:0]
+	if err != nil {
+		var be *backendError
+		if errors.As(err, &be) || isClientWriteErr(err) {
+			return err
+		}
+		return &backendError{fmt.Errorf("stream Fetch v%d response: %w", p.version, err)}
+	}
+	return nil
+}
+
+func (f *fetchStream) walk(version int16) error {
+	// Frame size, correlation id and the response header's tags.
+	if err := f.copy(8); err != nil {
+		return err
+	}
+	if err := f.copyTags(); err != nil {
+		return err
+	}
+	// ThrottleMillis, ErrorCode, SessionID.
+	if err := f.copy(4 + 2 + 4); err != nil {
+		return err
+	}
+	topics, err := f.copyArrayLen()
+	if err != nil {
+		return err
+	}
+	for range topics {
+		if version >= 13 {
+			err = f.copy(16) // TopicID
+		} else {
+			err = f.copyCompactBytes() // Topic
+		}
+		if err != nil {
+			return err
+		}
+		parts, err := f.copyArrayLen()
+		if err != nil {
+			return err
+		}
+		for range parts {
+			if err := f.partition(); err != nil {
+				return err
+			}
+		}
+		if err := f.copyTags(); err != nil {
+			return err
+		}
+	}
+	return f.rewriteTail()
+}
+
+// partition copies one partition: its fixed fields, aborted transactions,
+// preferred read replica, records (spliced when large) and tags.
+func (f *fetchStream) partition() error {
+	// Partition, ErrorCode, HighWatermark, LastStableOffset, LogStartOffset.
+	if err := f.copy(4 + 2 + 8 + 8 + 8); err != nil {
+		return err
+	}
+	aborted, err := f.copyArrayLen()
+	if err != nil {
+		return err
+	}
+	for range aborted {
+		if err := f.copy(8 + 8); err != nil { // ProducerID, FirstOffset
+			return err
+		}
+		if err := f.copyTags(); err != nil {
+			return err
+		}
+	}
+	if err := f.copy(4); err != nil { // PreferredReadReplica
+		return err
+	}
+	n, err := f.copyUvarint() // RecordBatches: compact nullable bytes
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		if err := f.records(int(n - 1)); err != nil {
+			return err
+		}
+	}
+	return f.copyTags()
+}
+
+// records moves n record bytes: small sets through the buffer, large ones
+// as the buffered part plus a socket-to-socket copy.
+func (f *fetchStream) records(n int) error {
+	if n > f.left {
+		return fmt.Errorf("%w: %d record bytes, %d left in the frame", errFetchShape, n, f.left)
+	}
+	if n <= streamCopyMax {
+		return f.copy(n)
+	}
+	if err := f.flush(); err != nil {
+		return err
+	}
+	ur, s := f.s.ur, f.s
+	f.left -= n
+	if b := min(ur.Buffered(), n); b > 0 {
+		head, _ := ur.Peek(b)
+		if _, err := s.client.Write(head); err != nil {
+			return clientWriteErr{err}
+		}
+		ur.Discard(b)
+		n -= b
+	}
+	if n > 0 {
+		if _, err := io.CopyN(clientWriter{s.client}, s.up, int64(n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rewriteTail reads the top-level tagged fields (all that is left of the
+// frame), rewrites their endpoints in place and writes the end.
+func (f *fetchStream) rewriteTail() error {
+	const maxTail = 1 << 20
+	if f.left > maxTail {
+		return fmt.Errorf("%w: %d bytes of top-level tags", errFetchShape, f.left)
+	}
+	tail := make([]byte, f.left)
+	if _, err := io.ReadFull(f.s.ur, tail); err != nil {
+		return &backendError{fmt.Errorf("read Fetch response: %w", truncated(err))}
+	}
+	f.left = 0
+	out, _, err := rewrite.FetchTags(tail, f.s.mapper)
+	if err != nil {
+		return err
+	}
+	f.out = append(f.out, out...)
+	return f.flush()
+}
+
+// copy moves n bytes from the upstream into the output buffer.
+func (f *fetchStream) copy(n int) error {
+	if n > f.left {
+		return fmt.Errorf("%w: field of %d bytes, %d left in the frame", errFetchShape, n, f.left)
+	}
+	f.left -= n
+	for n > 0 {
+		b, err := f.s.ur.Peek(min(n, bufSize))
+		if len(b) == 0 && err != nil {
+			return &backendError{fmt.Errorf("read Fetch response: %w", truncated(err))}
+		}
+		f.out = append(f.out, b...)
+		f.s.ur.Discard(len(b))
+		n -= len(b)
+		if len(f.out) >= bufSize {
+			if err := f.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// copyUvarint copies one unsigned varint and returns its value.
+func (f *fetchStream) copyUvarint() (uint64, error) {
+	var v uint64
+	for shift := 0; shift < 35; shift += 7 {
+		if f.left == 0 {
+			return 0, fmt.Errorf("%w: varint past the frame", errFetchShape)
+		}
+		c, err := f.s.ur.ReadByte()
+		if err != nil {
+			return 0, &backendError{fmt.Errorf("read Fetch response: %w", truncated(err))}
+		}
+		f.left--
+		f.out = append(f.out, c)
+		v |= uint64(c&0x7f) << shift
+		if c < 0x80 {
+			if v > 1<<31 {
+				return 0, fmt.Errorf("%w: varint %d", errFetchShape, v)
+			}
+			return v, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: varint too long", errFetchShape)
+}
+
+// copyArrayLen copies a compact array length and returns the element count
+// (a null array counts as empty).
+func (f *fetchStream) copyArrayLen() (int, error) {
+	n, err := f.copyUvarint()
+	if err != nil || n == 0 {
+		return 0, err
+	}
+	// Every element takes at least one byte: a count past the frame is a lie.
+	if int(n-1) > f.left {
+		return 0, fmt.Errorf("%w: %d elements, %d bytes left", errFetchShape, n-1, f.left)
+	}
+	return int(n - 1), nil
+}
+
+// copyCompactBytes copies a compact (nullable) string or bytes field.
+func (f *fetchStream) copyCompactBytes() error {
+	n, err := f.copyUvarint()
+	if err != nil || n == 0 {
+		return err
+	}
+	return f.copy(int(n - 1))
+}
+
+// copyTags copies a tagged-field section unchanged.
+func (f *fetchStream) copyTags() error {
+	n, err := f.copyUvarint()
+	if err != nil {
+		return err
+	}
+	for range n {
+		if _, err := f.copyUvarint(); err != nil { // tag
+			return err
+		}
+		if err := f.copyCompactLen(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyCompactLen copies a uvarint size and that many bytes.
+func (f *fetchStream) copyCompactLen() error {
+	n, err := f.copyUvarint()
+	if err != nil {
+		return err
+	}
+	return f.copy(int(n))
+}
+
+func (f *fetchStream) flush() error {
+	if len(f.out) == 0 {
+		return nil
+	}
+	_, err := f.s.client.Write(f.out)
+	f.out = f.out[:0]
+	if err != nil {
+		return clientWriteErr{err}
+	}
+	return nil
+}
+
+// clientWriteErr marks a failed write to the client, so it is not blamed on
+// the upstream.
+type clientWriteErr struct{ err error }
+
+func (e clientWriteErr) Error() string { return "write client: " + e.err.Error() }
+func (e clientWriteErr) Unwrap() error { return e.err }
+
+func isClientWriteErr(err error) bool {
+	var cw clientWriteErr
+	return errors.As(err, &cw)
+}
+
+// clientWriter tags errors from a socket-to-socket copy's write side.
+// io.CopyN into it still splices: *net.TCPConn's ReadFrom is reached
+// through clientWriter.ReadFrom.
+type clientWriter struct{ w io.Writer }
+
+func (c clientWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	if err != nil {
+		err = clientWriteErr{err}
+	}
+	return n, err
+}
+
+func (c clientWriter) ReadFrom(r io.Reader) (int64, error) {
+	rf, ok := c.w.(io.ReaderFrom)
+	if !ok {
+		return io.Copy(struct{ io.Writer }{c}, r)
+	}
+	n, err := rf.ReadFrom(r)
+	if err != nil && !errors.Is(err, io.EOF) {
+		// ReadFrom cannot tell which side failed; a read error from the
+		// upstream closes the upstream too, so either way the session ends.
+		err = fmt.Errorf("relay Fetch records: %w", err)
+	}
+	return n, err
+}
