@@ -27,11 +27,9 @@ import (
 // * FetchOffset below the log start offset or above the log end offset is
 //   OFFSET_OUT_OF_RANGE; unknown topics UNKNOWN_TOPIC_OR_PARTITION (by
 //   name) or UNKNOWN_TOPIC_ID (v13+).
-// * Fetch sessions (KIP-227) are declined the way a broker whose session
-//   cache is full declines them: a request to create one (id 0, epoch 0) is
-//   answered in full with SessionID 0, so clients continue sessionless; a
-//   request naming a session id gets FETCH_SESSION_ID_NOT_FOUND, and id 0
-//   with an epoch above 0 INVALID_FETCH_SESSION_EPOCH.
+// * Fetch sessions (KIP-227), v7+: see fetch_session.go. A session's
+//   incremental fetch reads every partition of the session and answers
+//   with only those that have records, an error, or changed offsets.
 //
 // Version notes:
 // * v4: LastStableOffset, AbortedTransactions (null at read_uncommitted,
@@ -49,6 +47,8 @@ type fetchPart struct {
 	offset    int64
 	maxBytes  int32
 	p         *partition // nil when code is set up front
+	sp        *sessPart  // the session's entry, when in a session
+	skip      bool       // left out of an incremental response
 
 	code           int16
 	hw, lso, start int64
@@ -69,22 +69,22 @@ type fetch struct {
 	topics []fetchTopic
 	// sessionCode is a top-level error (KIP-227 session errors).
 	sessionCode int16
+	// sess is the fetch session this request uses (nil: sessionless);
+	// sessionID is what the response reports (0: none).
+	sess        *fetchSession
+	sessionID   int32
+	incremental bool
 }
 
 func handleFetch(c *Conn, kreq kmsg.Request, r reply) {
 	req := kreq.(*kmsg.FetchRequest)
 	f := &fetch{c: c, req: req}
-	switch {
-	case req.SessionID != 0:
-		f.sessionCode = kerr.FetchSessionIDNotFound.Code
-		r(f.encode(), nil)
-		return
-	case req.SessionEpoch > 0:
-		f.sessionCode = kerr.InvalidFetchSessionEpoch.Code
+	items := f.openSession()
+	if f.sessionCode != 0 {
 		r(f.encode(), nil)
 		return
 	}
-	f.resolve()
+	f.resolve(items)
 	total, erred := f.read()
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if erred || total >= int(req.MinBytes) || maxWait <= 0 {
@@ -94,32 +94,33 @@ func handleFetch(c *Conn, kreq kmsg.Request, r reply) {
 	go f.longPoll(maxWait, r)
 }
 
-// resolve looks up every requested partition.
-func (f *fetch) resolve() {
+// resolve looks up every partition to read. Consecutive items of one topic
+// share a response topic.
+func (f *fetch) resolve(items []fetchItem) {
 	b := f.c.b
-	for _, rt := range f.req.Topics {
-		ft := fetchTopic{name: rt.Topic, id: rt.TopicID}
-		var t *topic
-		if f.req.Version >= 13 {
-			t = b.lookupID(rt.TopicID)
-		} else {
-			t = b.lookup(rt.Topic)
-		}
-		for _, rp := range rt.Partitions {
-			fp := fetchPart{partition: rp.Partition, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes}
-			switch {
-			case t == nil && f.req.Version >= 13:
-				fp.code = kerr.UnknownTopicID.Code
-			case t == nil:
-				fp.code = kerr.UnknownTopicOrPartition.Code
-			default:
-				if fp.p = b.partitionOf(t, rp.Partition); fp.p == nil {
-					fp.code = kerr.UnknownTopicOrPartition.Code
-				}
+	var t *topic
+	for i, it := range items {
+		if i == 0 || it.key.name != items[i-1].key.name || it.key.id != items[i-1].key.id {
+			f.topics = append(f.topics, fetchTopic{name: it.key.name, id: it.key.id})
+			if f.req.Version >= 13 {
+				t = b.lookupID(it.key.id)
+			} else {
+				t = b.lookup(it.key.name)
 			}
-			ft.parts = append(ft.parts, fp)
 		}
-		f.topics = append(f.topics, ft)
+		ft := &f.topics[len(f.topics)-1]
+		fp := fetchPart{partition: it.key.partition, offset: it.offset, maxBytes: it.maxBytes, sp: it.sp}
+		switch {
+		case t == nil && f.req.Version >= 13:
+			fp.code = kerr.UnknownTopicID.Code
+		case t == nil:
+			fp.code = kerr.UnknownTopicOrPartition.Code
+		default:
+			if fp.p = b.partitionOf(t, it.key.partition); fp.p == nil {
+				fp.code = kerr.UnknownTopicOrPartition.Code
+			}
+		}
+		ft.parts = append(ft.parts, fp)
 	}
 }
 

@@ -173,7 +173,7 @@ func (f *fetch) encode() *fetchBody {
 	}
 	if v >= 7 {
 		e.i16(f.sessionCode)
-		e.i32(0) // SessionID: sessions are declined
+		e.i32(f.sessionID)
 	}
 	if f.sessionCode != 0 {
 		e.arrayLen(0)
@@ -181,17 +181,30 @@ func (f *fetch) encode() *fetchBody {
 		e.flush()
 		return e.body
 	}
-	e.arrayLen(len(f.topics))
+	f.settleSession()
+	nt := 0
+	for ti := range f.topics {
+		if f.topics[ti].included() > 0 {
+			nt++
+		}
+	}
+	e.arrayLen(nt)
 	for ti := range f.topics {
 		ft := &f.topics[ti]
+		if ft.included() == 0 {
+			continue
+		}
 		if v <= 12 {
 			e.str(ft.name)
 		} else {
 			e.cur = append(e.cur, ft.id[:]...)
 		}
-		e.arrayLen(len(ft.parts))
+		e.arrayLen(ft.included())
 		for pi := range ft.parts {
 			fp := &ft.parts[pi]
+			if fp.skip {
+				continue
+			}
 			hw, lso, start := fp.hw, fp.lso, fp.start
 			if fp.code != 0 || fp.p == nil {
 				hw, lso, start = -1, -1, -1
@@ -226,4 +239,15 @@ func (f *fetch) encode() *fetchBody {
 	e.emptyTags()
 	e.flush()
 	return e.body
+}
+
+// included is how many of the topic's partitions the response carries.
+func (ft *fetchTopic) included() int {
+	n := 0
+	for i := range ft.parts {
+		if !ft.parts[i].skip {
+			n++
+		}
+	}
+	return n
 }

@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"os"
 	"reflect"
-	"strconv"
 	"strings"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
 	yaml "go.yaml.in/yaml/v3"
 )
 
@@ -20,10 +18,10 @@ import (
 //	  queue: 10000              # records buffered before best-effort drops
 //	  filter:
 //	    listener: [outside]     # listener names
-//	    api: [Produce, Fetch]   # Kafka API names (any case) or numeric keys
+//	    api: [Produce, Fetch]   # API names (any case), key numbers or groups, as in policy rules
 //	    api_not: [ApiVersions, Metadata, Heartbeat]
-//	    topic: { prefix: orders. }        # or a name, or a list of names; needs level full
-//	    client_id: { prefix: console- }   # or a name, or a list of names
+//	    topic: { prefix: orders. }        # {exact, prefix, regex}, or a name or list of names; needs level full
+//	    client_id: { prefix: console- }
 //
 // A summary record is built from the request header alone; a full record
 // also carries topics, partitions, groups and error codes, which costs a
@@ -80,30 +78,25 @@ type AuditSink struct {
 
 // AuditFilter selects the records written. Every dimension that is set
 // must match; a list matches when any entry does. Connection open and
-// close records are selected by listener only.
+// close records are selected by listener only. API entries and string
+// matches use the same vocabulary as policy rules: API names, key numbers
+// or groups (admin, produce, consume, group, transaction; see
+// ResolveAPI), and StringMatch (exact, prefix, regex; a plain string or
+// list is shorthand for exact).
 type AuditFilter struct {
-	Listener []string   `yaml:"listener,omitempty"`
-	API      []string   `yaml:"api,omitempty"`
-	APINot   []string   `yaml:"api_not,omitempty"`
-	Topic    AuditMatch `yaml:"topic,omitempty"`
-	ClientID AuditMatch `yaml:"client_id,omitempty"`
+	Listener []string    `yaml:"listener,omitempty"`
+	API      []string    `yaml:"api,omitempty"`
+	APINot   []string    `yaml:"api_not,omitempty"`
+	Topic    StringMatch `yaml:"topic,omitempty"`
+	ClientID StringMatch `yaml:"client_id,omitempty"`
 }
-
-// AuditMatch matches a string by exact names or prefixes. In YAML it is a
-// name, a list of names, or a mapping {names: [...], prefix: [...]} (a
-// single prefix may be written as a plain string).
-type AuditMatch struct {
-	Names  []string `yaml:"names,omitempty"`
-	Prefix []string `yaml:"prefix,omitempty"`
-}
-
-// IsZero reports whether the match is unset (matches everything).
-func (m AuditMatch) IsZero() bool { return len(m.Names) == 0 && len(m.Prefix) == 0 }
 
 // IsZero reports whether the filter selects every record.
 func (f AuditFilter) IsZero() bool {
-	return len(f.Listener) == 0 && len(f.API) == 0 && len(f.APINot) == 0 && f.Topic.IsZero() && f.ClientID.IsZero()
+	return len(f.Listener) == 0 && len(f.API) == 0 && len(f.APINot) == 0 && stringMatchEmpty(&f.Topic) && stringMatchEmpty(&f.ClientID)
 }
+
+func stringMatchEmpty(m *StringMatch) bool { return len(m.Exact)+len(m.Prefix)+len(m.Regex) == 0 }
 
 // Stdout reports whether records go to standard output.
 func (s AuditSink) Stdout() bool { return s.File == "" }
@@ -151,36 +144,6 @@ func (s *AuditSink) decodeYAML(d *decoder, n *yaml.Node, path string) {
 	default:
 		d.errorf(n, path, "want stdout or a mapping {file: PATH, max_size: SIZE, keep: N}, got %s", describe(n))
 	}
-}
-
-// decodeYAML accepts a name, a list of names, or {names, prefix}.
-func (m *AuditMatch) decodeYAML(d *decoder, n *yaml.Node, path string) {
-	switch n.Kind {
-	case yaml.ScalarNode:
-		m.Names = []string{n.Value}
-		d.mark(path, n, true, n.Value)
-	case yaml.SequenceNode:
-		d.slice(n, path+".names", reflect.ValueOf(&m.Names).Elem())
-		d.mark(path, n, false, "")
-	case yaml.MappingNode:
-		d.mapping(n, path, reflect.ValueOf(m).Elem())
-	default:
-		d.errorf(n, path, "want a name, a list of names or {names: [...], prefix: ...}, got %s", describe(n))
-	}
-}
-
-// auditAPIKey resolves an API name (any case, as kmsg spells it: Produce,
-// ApiVersions, InitProducerID) or a numeric key.
-func auditAPIKey(name string) (int16, bool) {
-	if k, err := strconv.ParseInt(name, 10, 16); err == nil {
-		return int16(k), k >= 0
-	}
-	for k := int16(0); k < 256; k++ {
-		if n := kmsg.NameForKey(k); n != "Unknown" && strings.EqualFold(n, name) {
-			return k, true
-		}
-	}
-	return 0, false
 }
 
 func (v *validator) audit() {
@@ -231,22 +194,18 @@ func (v *validator) auditFilter(p string, f *AuditFilter, level string) {
 		items []string
 	}{{"api", f.API}, {"api_not", f.APINot}} {
 		for i, a := range list.items {
-			if _, ok := auditAPIKey(a); !ok {
-				v.errf(fmt.Sprintf("%s.%s[%d]", p, list.name, i), a, "%q is not a Kafka API name or key", a)
+			if _, err := ResolveAPI(a); err != nil {
+				v.errf(fmt.Sprintf("%s.%s[%d]", p, list.name, i), a, "%s", err)
 			}
 		}
 	}
-	if !f.Topic.IsZero() && level == AuditSummary {
-		v.errf(p+".topic", nil, "a topic filter needs level full: summary records are built from the request header and carry no topics")
-	}
-	for _, m := range []struct {
-		name string
-		m    AuditMatch
-	}{{"topic", f.Topic}, {"client_id", f.ClientID}} {
-		for i, s := range m.m.Prefix {
-			if s == "" {
-				v.errf(fmt.Sprintf("%s.%s.prefix[%d]", p, m.name, i), s, "an empty prefix matches everything: leave the key out")
-			}
+	if !stringMatchEmpty(&f.Topic) {
+		if level == AuditSummary {
+			v.errf(p+".topic", nil, "a topic filter needs level full: summary records are built from the request header and carry no topics")
 		}
+		v.stringMatch(p+".topic", &f.Topic)
+	}
+	if !stringMatchEmpty(&f.ClientID) {
+		v.stringMatch(p+".client_id", &f.ClientID)
 	}
 }

@@ -97,4 +97,3 @@ func forEachBackend(t *testing.T, fn func(t *testing.T, b backend)) {
 		t.Run(b.name, func(t *testing.T) { fn(t, b) })
 	}
 }
-

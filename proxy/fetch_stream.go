@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"time"
 
 	"github.com/tollgate-kafka/tollgate/rewrite"
 )
@@ -29,15 +32,16 @@ const streamCopyMax = 16 << 10
 var errFetchShape = errors.New("malformed Fetch response")
 
 type fetchStream struct {
-	s    *session
-	left int    // bytes of the frame not yet consumed
-	out  []byte // pending output, flushed before each splice
+	s        *session
+	throttle time.Duration
+	left     int    // bytes of the frame not yet consumed
+	out      []byte // pending output, flushed before each splice
 }
 
 // relayFetch streams one flexible Fetch response of total bytes (size
 // prefix included) from the upstream to the client.
 func (s *session) relayFetch(p pending, total int) error {
-	f := fetchStream{s: s, left: total, out: s.wbuf[:0]}
+	f := fetchStream{s: s, left: total, out: s.wbuf[:0], throttle: p.throttle}
 	err := f.walk(p.version)
 	s.wbuf = f.out[:0]
 	if err != nil {
@@ -61,6 +65,13 @@ func (f *fetchStream) walk(version int16) error {
 	// ThrottleMillis, ErrorCode, SessionID.
 	if err := f.copy(4 + 2 + 4); err != nil {
 		return err
+	}
+	if f.throttle > 0 { // the policy's throttle, if longer than the upstream's
+		field := f.out[len(f.out)-10:]
+		ms := int32(min((f.throttle+time.Millisecond-1)/time.Millisecond, math.MaxInt32))
+		if ms > int32(binary.BigEndian.Uint32(field)) {
+			binary.BigEndian.PutUint32(field, uint32(ms))
+		}
 	}
 	topics, err := f.copyArrayLen()
 	if err != nil {

@@ -25,6 +25,7 @@ const (
 	closeClientError               // reading or writing the client failed
 	closeUpstreamError             // dialing, reading or writing the upstream failed
 	closeBackendError              // the built-in broker failed the request
+	closeDenied                    // policy denied a request that cannot be answered (acks=0)
 )
 
 var closeReasonNames = [...]string{
@@ -37,6 +38,7 @@ var closeReasonNames = [...]string{
 	closeClientError:   "client_error",
 	closeUpstreamError: "upstream_error",
 	closeBackendError:  "backend_error",
+	closeDenied:        "denied",
 }
 
 func (r closeReason) String() string { return closeReasonNames[r] }

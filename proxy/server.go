@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/wire"
 )
 
@@ -54,6 +55,9 @@ type Server struct {
 	nextID   atomic.Uint64
 
 	stopDiscovery context.CancelFunc
+
+	policy atomic.Pointer[policy.Engine] // nil: no policy
+	names  topicNames                    // topic id -> name, from Metadata responses
 }
 
 // listener is one client-facing listener: its bootstrap port plus, in

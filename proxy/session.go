@@ -11,9 +11,13 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/rewrite"
 	"github.com/tollgate-kafka/tollgate/wire"
 )
@@ -56,6 +60,10 @@ type session struct {
 	local LocalConn
 
 	mapper mapper
+	subj   policy.Subject // who is asking, for policy decisions
+
+	muteUntil  atomic.Int64 // unix nanos: the read loop waits until then (throttling)
+	fetchBytes atomic.Int64 // Fetch response bytes written, charged by the read loop
 
 	mu       sync.Mutex // guards idle, draining (see readLoop for why)
 	idle     bool
@@ -75,7 +83,18 @@ type pending struct {
 	key, version int16
 	corr         int32
 	local        chan result // built-in broker or gateway answer; nil: read the upstream
+
+	// Policy: merge adds denied parts to the backend's answer; throttle
+	// goes into throttle_time_ms (and, for versions before KIP-219, delays
+	// the response: delay).
+	merge    func(kmsg.Response)
+	throttle time.Duration
+	delay    bool
+	hide     []int16 // ApiVersions: keys this subject is denied outright (listener switch)
 }
+
+// adjusted reports whether the response must be decoded for policy.
+func (p *pending) adjusted() bool { return p.merge != nil || p.throttle > 0 }
 
 type result struct {
 	body wire.Body
@@ -97,6 +116,7 @@ func newSession(s *Server, l *listener, c net.Conn, node int32) *session {
 		mapper: mapper{srv: s, l: l},
 	}
 	sess.log = s.log.With("conn", id, "listener", l.opts.Name, "client", sess.remote)
+	sess.subj = policy.Subject{Listener: l.opts.Name, Addr: remoteAddr(sess.remote)}
 	return sess
 }
 
@@ -198,6 +218,10 @@ func (s *session) drain() {
 // frame is bad. It returns closeNone for a clean stop.
 func (s *session) readLoop() (closeReason, error) {
 	for {
+		s.chargeFetchBytes()
+		if err := s.waitMuted(); err != nil {
+			return closeNone, nil
+		}
 		s.mu.Lock()
 		if s.draining {
 			s.mu.Unlock()
@@ -295,15 +319,40 @@ func (s *session) handleFrame(size int) error {
 		}
 		expectResponse = acks != 0
 	}
-	if s.local != nil {
-		return s.handleLocal(h, size, expectResponse)
-	}
-	if expectResponse {
-		if err := s.push(pending{key: h.Key, version: h.Version, corr: h.Correlation}); err != nil {
+	var j judged
+	if eng := s.srv.policy.Load(); eng != nil {
+		var answered bool
+		if j, answered, err = s.judge(eng, h, size); err != nil || answered {
 			return err
 		}
 	}
+	p := pending{key: h.Key, version: h.Version, corr: h.Correlation, merge: j.merge, throttle: j.throttle,
+		delay: j.throttle > 0 && !policy.AppliesAfterResponse(h.Key, h.Version)}
+	if eng := s.srv.policy.Load(); h.Key == 18 && eng != nil && eng.HidesKeys(s.l.opts.Name) {
+		p.hide = eng.DeniedKeys(&s.subj)
+	}
+	if s.local != nil {
+		return s.handleLocal(h, size, expectResponse, p, j)
+	}
+	if expectResponse {
+		if err := s.push(p); err != nil {
+			return err
+		}
+	}
+	switch {
+	case j.forward != nil:
+		return s.writeUpstream(j.forward)
+	case j.whole != nil:
+		return s.writeUpstream(j.whole)
+	}
 	return s.forward(buf, size)
+}
+
+func (s *session) writeUpstream(frame []byte) error {
+	if _, err := s.up.Write(frame); err != nil {
+		return upstreamWriteErr(err)
+	}
+	return nil
 }
 
 // answer skips the request's frame and queues a response made by the
@@ -368,13 +417,26 @@ func (s *session) forward(buf []byte, size int) error {
 }
 
 // handleLocal reads the whole request and hands it to the built-in broker.
-func (s *session) handleLocal(h wire.RequestHeader, size int, expectResponse bool) error {
-	frame := make([]byte, size)
-	if _, err := s.cr.Discard(4); err != nil {
-		return err
-	}
-	if _, err := io.ReadFull(s.cr, frame); err != nil {
-		return badRequest(closeMalformed, "request truncated: %w", truncated(err))
+func (s *session) handleLocal(h wire.RequestHeader, size int, expectResponse bool, p pending, j judged) error {
+	var frame []byte
+	switch {
+	case j.forward != nil:
+		// The policy rewrote the request; its header is kmsg's.
+		fh, err := wire.ParseRequestHeader(j.forward[4:])
+		if err != nil {
+			return fmt.Errorf("re-encoded request: %w", err)
+		}
+		frame, h.Len = j.forward[4:], fh.Len
+	case j.whole != nil:
+		frame = j.whole[4:]
+	default:
+		frame = make([]byte, size)
+		if _, err := s.cr.Discard(4); err != nil {
+			return err
+		}
+		if _, err := io.ReadFull(s.cr, frame); err != nil {
+			return badRequest(closeMalformed, "request truncated: %w", truncated(err))
+		}
 	}
 	req := &wire.Request{Key: h.Key, Version: h.Version, Correlation: h.Correlation, Body: frame[h.Len:]}
 	if !h.ClientIDNull {
@@ -384,7 +446,8 @@ func (s *session) handleLocal(h wire.RequestHeader, size int, expectResponse boo
 	var ch chan result
 	if expectResponse {
 		ch = make(chan result, 1)
-		if err := s.push(pending{key: h.Key, version: h.Version, corr: h.Correlation, local: ch}); err != nil {
+		p.local = ch
+		if err := s.push(p); err != nil {
 			return err
 		}
 	}
@@ -431,6 +494,26 @@ func (s *session) writeLocal(p pending) error {
 		return nil
 	}
 	body := r.body
+	if p.adjusted() {
+		b, err := materialize(body)
+		if err != nil {
+			return &backendError{err}
+		}
+		out, err := adjust(p, b)
+		if err != nil {
+			return &backendError{err}
+		}
+		body = wire.Bytes(out)
+	}
+	if err := s.delayFor(p); err != nil {
+		if r, ok := body.(releaser); ok {
+			r.Release()
+		}
+		return err
+	}
+	if p.key == 1 || p.key == 78 {
+		s.fetchBytes.Add(int64(body.Len()))
+	}
 	// The built-in broker's zero-copy Fetch bodies are streamed from disk
 	// untouched: it is the only node, never answers NOT_LEADER, and so never
 	// fills the KIP-951 endpoints. Everything else it answers is in memory
@@ -474,10 +557,16 @@ func (s *session) relayResponse(p pending) error {
 		return &backendError{fmt.Errorf("upstream answered correlation id %d, expected %d (%s)", corr, p.corr, apiName(p.key))}
 	}
 	total := 4 + int(size)
-	if p.key == 1 && wire.IsFlexible(p.key, p.version) {
+	if err := s.delayFor(p); err != nil {
+		return err
+	}
+	if p.key == 1 || p.key == 78 {
+		s.fetchBytes.Add(int64(total))
+	}
+	if p.key == 1 && p.merge == nil && wire.IsFlexible(p.key, p.version) {
 		return s.relayFetch(p, total)
 	}
-	if rewrite.Needs(p.key, p.version) || p.key == 18 {
+	if p.adjusted() || rewrite.Needs(p.key, p.version) || p.key == 18 {
 		return s.relayRewritten(p, total)
 	}
 	if total <= bufSize {
@@ -522,7 +611,15 @@ func (s *session) relayRewritten(p pending, total int) error {
 		}
 		hl += n
 	}
-	body, err := s.rewrite(p, frame[hl:])
+	body := frame[hl:]
+	if p.adjusted() {
+		adjusted, err := adjust(p, body)
+		if err != nil {
+			return &backendError{err}
+		}
+		body = adjusted
+	}
+	body, err := s.rewrite(p, body)
 	if err != nil {
 		return &backendError{err}
 	}
@@ -546,16 +643,28 @@ func (s *session) trimReadBuffer() {
 }
 
 func (s *session) rewrite(p pending, body []byte) ([]byte, error) {
+	eng := s.srv.policy.Load()
 	if p.key == 18 {
-		out, err := rewrite.ApiVersions(p.version, body, nil)
+		var mustDecode func(int16) bool
+		if eng != nil {
+			// Rules may need any body decoded: offer only versions kmsg knows.
+			mustDecode = func(int16) bool { return true }
+		}
+		out, err := rewrite.ApiVersions(p.version, body, mustDecode)
 		if err != nil {
 			return nil, fmt.Errorf("clamp ApiVersions: %w", err)
 		}
-		return out, nil
+		if len(p.hide) > 0 {
+			out, err = hideKeys(p.version, out, p.hide)
+		}
+		return out, err
 	}
 	out, _, err := rewrite.Response(p.key, p.version, body, s.mapper)
 	if err != nil {
 		return nil, fmt.Errorf("rewrite %s v%d response: %w", apiName(p.key), p.version, err)
+	}
+	if p.key == 3 && eng != nil {
+		s.srv.names.learn(p.version, out)
 	}
 	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -47,6 +48,8 @@ type Log struct {
 	writeAt func(f *os.File, b []byte, off int64) (int, error)
 
 	recoveredBytes int64 // bytes verified by the last recovery (tests)
+
+	retaining atomic.Bool // a roll-time retention pass is running
 }
 
 type pendingAck struct {
@@ -152,12 +155,36 @@ func (l *Log) Append(batches []byte, o AppendOptions) (AppendResult, <-chan erro
 		}
 	}
 	l.mu.Lock()
+	nsegs := len(l.segs)
 	res, ack, kick, err := l.appendLocked(batches, in, cfg, o)
+	rolled := len(l.segs) != nsegs
 	l.mu.Unlock()
 	if kick {
 		l.requestFlush(l.policy == FsyncAlways || l.rolledPending())
 	}
+	if rolled {
+		l.retainSoon(o.Now)
+	}
 	return res, ack, err
+}
+
+// retainSoon applies retention in the background after a roll: a roll is
+// when a segment becomes eligible for deletion, so a partition written
+// faster than the broker's retention timer still stays within
+// retention.bytes (Kafka checks every log.retention.check.interval.ms, 5
+// minutes by default; a roll-time pass keeps the overshoot to about one
+// segment). One pass at a time; the pass takes the log lock itself and is
+// a no-op once the log is closed.
+func (l *Log) retainSoon(now time.Time) {
+	if !l.retaining.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer l.retaining.Store(false)
+		if err := l.ApplyRetention(now); err != nil {
+			l.logger.Warn("retention after segment roll", "err", err)
+		}
+	}()
 }
 
 func (l *Log) rolledPending() bool {

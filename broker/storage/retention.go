@@ -69,7 +69,9 @@ func (l *Log) dropBelowStartLocked() error {
 // ApplyRetention deletes whole segments, oldest first, that retention.ms
 // (the segment's largest timestamp, or its file's mtime without one) or
 // retention.bytes (Kafka: while size - segment >= retention.bytes) allow.
-// The active segment and anything past the high watermark stay.
+// The active segment and anything past the high watermark stay. Append
+// runs it in the background whenever a segment rolls (retainSoon); the
+// broker also runs it on a timer for time-based retention of idle logs.
 func (l *Log) ApplyRetention(now time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

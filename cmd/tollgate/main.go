@@ -5,6 +5,7 @@
 //	tollgate --config gateway.yaml            # everything from one file (flags override it)
 //	tollgate check-config gateway.yaml        # validate a file without starting
 //	tollgate bench                            # the throughput/latency benchmark (see README)
+//	tollgate tap                              # live traffic from a running gateway's admin server
 package main
 
 import (
@@ -30,6 +31,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return checkConfig(args[1:], stdout, stderr)
 		case "bench":
 			return benchCmd(args[1:], stdout, stderr)
+		case "tap":
+			return tapCmd(args[1:], stdout, stderr)
 		case "version", "--version":
 			fmt.Fprintln(stdout, "tollgate", version)
 			return 0

@@ -1,0 +1,170 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/tollgate-kafka/tollgate/audit"
+)
+
+// TapSource is where /tap gets its live records; *audit.Trail
+// implements it.
+type TapSource interface {
+	Subscribe(f *audit.Filter) (<-chan *audit.Record, func())
+}
+
+var _ TapSource = (*audit.Trail)(nil)
+
+// AdminServer is the admin HTTP server:
+//
+//	/metrics  Prometheus text format from the registry
+//	/healthz  200 while the process serves HTTP at all
+//	/readyz   200 when ready() returns nil (upstream reachable, or the
+//	          built-in broker recovered), else 503 with the reason
+//	/tap      newline-delimited JSON audit records, live, filtered by the
+//	          query (listener, api, api_not, topic, client; see
+//	          audit.FilterFromQuery), until the client goes away
+//
+// It binds in NewAdmin, so Addr is known before Start.
+type AdminServer struct {
+	ln    net.Listener
+	srv   *http.Server
+	ready func() error
+	tap   TapSource
+	log   *slog.Logger
+
+	// stop ends /tap streams at Shutdown: http.Server.Shutdown waits for
+	// handlers to return, and a stream never would on its own.
+	stopOnce sync.Once
+	stop     chan struct{}
+	served   chan struct{}
+}
+
+// tapFlushInterval bounds how long a /tap record waits in the response
+// buffer while more records keep arriving.
+const tapFlushInterval = 100 * time.Millisecond
+
+// NewAdmin binds addr and prepares the server. ready may be nil (always
+// ready); tap may be nil (/tap answers 503).
+func NewAdmin(addr string, reg prometheus.Gatherer, ready func() error, tap TapSource) (*AdminServer, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin listen %s: %w", addr, err)
+	}
+	a := &AdminServer{ln: ln, ready: ready, tap: tap, log: slog.Default(), stop: make(chan struct{}), served: make(chan struct{})}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("GET /readyz", a.readyz)
+	mux.HandleFunc("GET /tap", a.tapHandler)
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "tollgate admin: /metrics /healthz /readyz /tap?api=&topic=&client=&listener=")
+	})
+	a.srv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		// No WriteTimeout: /tap streams for as long as the client reads.
+	}
+	return a, nil
+}
+
+// Addr is the bound address (useful with port 0).
+func (a *AdminServer) Addr() net.Addr { return a.ln.Addr() }
+
+// Start serves in a goroutine until Shutdown.
+func (a *AdminServer) Start() {
+	go func() {
+		defer close(a.served)
+		if err := a.srv.Serve(a.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("admin server stopped", "addr", a.ln.Addr().String(), "err", err)
+		}
+	}()
+}
+
+// Shutdown ends live streams, then shuts the HTTP server down gracefully
+// within ctx.
+func (a *AdminServer) Shutdown(ctx context.Context) error {
+	a.stopOnce.Do(func() { close(a.stop) })
+	if err := a.srv.Shutdown(ctx); err != nil {
+		return fmt.Errorf("admin shutdown: %w", err)
+	}
+	return nil
+}
+
+func (a *AdminServer) readyz(w http.ResponseWriter, _ *http.Request) {
+	if a.ready != nil {
+		if err := a.ready(); err != nil {
+			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+func (a *AdminServer) tapHandler(w http.ResponseWriter, r *http.Request) {
+	if a.tap == nil {
+		http.Error(w, "the live tap is not available", http.StatusServiceUnavailable)
+		return
+	}
+	f, err := audit.FilterFromQuery(r.URL.Query())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	flusher, _ := w.(http.Flusher)
+	rc := http.NewResponseController(w)
+	ch, cancel := a.tap.Subscribe(f)
+	defer cancel()
+	// The write deadline set below outlives the handler on a kept-alive
+	// connection: clear it for the next request.
+	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	if flusher != nil {
+		flusher.Flush() // the client learns the stream is open before the first record
+	}
+	buf := make([]byte, 0, 4096)
+	var flushTimer <-chan time.Time
+	pending := false
+	for {
+		select {
+		case rec, ok := <-ch:
+			if !ok {
+				return
+			}
+			buf = append(rec.AppendJSON(buf[:0], true), '\n')
+			// A stalled client must not hold the subscription forever;
+			// the trail drops what it cannot take meanwhile.
+			_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			if _, err := w.Write(buf); err != nil {
+				return
+			}
+			if len(ch) == 0 {
+				if flusher != nil {
+					flusher.Flush()
+				}
+				pending, flushTimer = false, nil
+			} else if !pending {
+				pending, flushTimer = true, time.After(tapFlushInterval)
+			}
+		case <-flushTimer:
+			if flusher != nil {
+				flusher.Flush()
+			}
+			pending, flushTimer = false, nil
+		case <-r.Context().Done():
+			return
+		case <-a.stop:
+			return
+		}
+	}
+}

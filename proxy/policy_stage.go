@@ -1,0 +1,273 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/policy"
+	"github.com/tollgate-kafka/tollgate/wire"
+)
+
+// SetPolicy installs a compiled policy; nil removes it. Sessions pick the
+// new engine up at their next request, so a reload never drops a
+// connection. It is safe to call at any time.
+func (s *Server) SetPolicy(e *policy.Engine) { s.policy.Store(e) }
+
+// Policy returns the engine in force (nil: everything is allowed).
+func (s *Server) Policy() *policy.Engine { return s.policy.Load() }
+
+// topicNames maps topic ids to names from every Metadata response the
+// gateway passes on, so rules on topic names apply to requests that carry
+// ids (Fetch v13+, Produce v13+, ...). Bounded: a cluster with more topics
+// than maxTopicNames keeps the most recently seen.
+type topicNames struct {
+	mu    sync.RWMutex
+	names map[[16]byte]string
+}
+
+const maxTopicNames = 1 << 20
+
+func (t *topicNames) TopicName(id [16]byte) (string, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	n, ok := t.names[id]
+	return n, ok
+}
+
+// learn records the ids of a decoded Metadata response body.
+func (t *topicNames) learn(version int16, body []byte) {
+	if version < 10 { // topic ids arrived in Metadata v10
+		return
+	}
+	resp := kmsg.NewPtrMetadataResponse()
+	resp.Version = version
+	if resp.ReadFrom(body) != nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.names == nil || len(t.names) > maxTopicNames {
+		t.names = make(map[[16]byte]string)
+	}
+	for _, tp := range resp.Topics {
+		if tp.Topic != nil && tp.TopicID != ([16]byte{}) {
+			t.names[tp.TopicID] = *tp.Topic
+		}
+	}
+}
+
+// subjectFor keeps the session's policy subject in step with the request
+// (client ids may change between requests; Kafka allows it).
+func (s *session) subjectFor(h wire.RequestHeader) *policy.Subject {
+	if string(h.ClientID) != s.subj.ClientID { // no allocation when equal
+		s.subj.ClientID = string(h.ClientID)
+	}
+	return &s.subj
+}
+
+func remoteAddr(remote string) netip.Addr {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+// judged is what the policy stage decided for one request.
+type judged struct {
+	whole    []byte // the whole frame (size prefix included) when it was read for decoding
+	forward  []byte // a rewritten frame to send instead (Partial)
+	merge    func(kmsg.Response)
+	throttle time.Duration // ours, for throttle_time_ms
+	rule     string
+}
+
+// judge applies the policy to one request. It returns done=true when the
+// request was answered (denied) here.
+func (s *session) judge(eng *policy.Engine, h wire.RequestHeader, size int) (j judged, done bool, err error) {
+	subj := s.subjectFor(h)
+	var body kmsg.Request
+	if h.Known && eng.NeedsBody(subj, h.Key, h.Version) {
+		if j.whole, err = s.readWhole(size); err != nil {
+			return j, false, err
+		}
+		body = kmsg.RequestForKey(h.Key)
+		body.SetVersion(h.Version)
+		if err := body.ReadFrom(j.whole[4+h.Len:]); err != nil {
+			return j, false, badRequest(closeMalformed, "decode %s v%d request: %w", apiName(h.Key), h.Version, err)
+		}
+	}
+	v := eng.Check(&policy.Request{
+		Subject: subj, Key: h.Key, Version: h.Version, Size: 4 + size,
+		Body: body, Names: &s.srv.names, Now: time.Now(),
+	})
+	j.rule, j.throttle = v.Rule, v.Throttle
+	if v.Throttle > 0 {
+		j.rule = v.ThrottleRule
+		s.mute(v.Throttle)
+	}
+	switch v.Action {
+	case policy.Deny:
+		if j.whole == nil {
+			if _, err := s.cr.Discard(4 + size); err != nil {
+				return j, false, badRequest(closeMalformed, "request truncated: %w", truncated(err))
+			}
+		}
+		s.log.Info("request denied", "api", apiName(h.Key), "version", h.Version, "rule", v.Rule)
+		if v.Close {
+			return j, false, badRequest(closeDenied, "%s denied by rule %q and it cannot be answered (acks=0)", apiName(h.Key), v.Rule)
+		}
+		policy.SetThrottle(v.Response, v.Throttle)
+		return j, true, s.answerLocal(h, wire.Bytes(v.Response.AppendTo(nil)), v.Throttle)
+	case policy.Partial:
+		f := kmsg.NewRequestFormatter() // a null client id
+		if !h.ClientIDNull {
+			f = kmsg.NewRequestFormatter(kmsg.FormatterClientID(string(h.ClientID)))
+		}
+		j.forward = f.AppendRequest(nil, v.Forward, h.Correlation)
+		j.merge = v.Merge
+	}
+	return j, false, nil
+}
+
+// readWhole consumes the whole frame (size prefix included) into memory.
+func (s *session) readWhole(size int) ([]byte, error) {
+	frame := make([]byte, 4+size)
+	if _, err := io.ReadFull(s.cr, frame); err != nil {
+		return nil, badRequest(closeMalformed, "request truncated: %w", truncated(err))
+	}
+	return frame, nil
+}
+
+// answerLocal queues a response made by the gateway in the request's slot.
+// The request's bytes must already be consumed.
+func (s *session) answerLocal(h wire.RequestHeader, body wire.Body, throttle time.Duration) error {
+	ch := make(chan result, 1)
+	ch <- result{body: body}
+	return s.push(pending{key: h.Key, version: h.Version, corr: h.Correlation, local: ch,
+		throttle: throttle, delay: throttle > 0 && !policy.AppliesAfterResponse(h.Key, h.Version)})
+}
+
+// mute stops reading the client for d after the current request, the
+// way a Kafka broker mutes a throttled channel (KIP-219): clients that
+// ignore throttle_time_ms (librdkafka) are slowed by TCP backpressure.
+func (s *session) mute(d time.Duration) {
+	until := time.Now().Add(d).UnixNano()
+	for {
+		cur := s.muteUntil.Load()
+		if cur >= until || s.muteUntil.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+// waitMuted blocks the read loop while the connection is muted.
+func (s *session) waitMuted() error {
+	until := s.muteUntil.Load()
+	d := time.Until(time.Unix(0, until))
+	if until == 0 || d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-s.closed:
+		return net.ErrClosed
+	}
+}
+
+// adjust applies a pending entry's merge and throttle to a decoded
+// response body and returns the re-encoded body.
+func adjust(p pending, body []byte) ([]byte, error) {
+	resp := kmsg.ResponseForKey(p.key)
+	if resp == nil {
+		return nil, fmt.Errorf("no response type for key %d", p.key)
+	}
+	resp.SetVersion(p.version)
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("decode %s v%d response: %w", apiName(p.key), p.version, err)
+	}
+	if p.merge != nil {
+		p.merge(resp)
+	}
+	policy.SetThrottle(resp, p.throttle)
+	return resp.AppendTo(nil), nil
+}
+
+// chargeFetchBytes charges the Fetch bytes written since the last request
+// to fetch byte-rate rules, muting the connection if they are over budget.
+// It runs on the read loop, which owns the policy subject.
+func (s *session) chargeFetchBytes() {
+	n := s.fetchBytes.Swap(0)
+	if n == 0 {
+		return
+	}
+	eng := s.srv.policy.Load()
+	if eng == nil {
+		return
+	}
+	if d, _ := eng.OnResponse(&s.subj, 1, int(n), time.Now()); d > 0 {
+		s.mute(d)
+	}
+}
+
+// delayFor holds a response back for its throttle when the client's
+// version predates KIP-219 (the broker then delayed responses instead of
+// muting the channel).
+func (s *session) delayFor(p pending) error {
+	if !p.delay {
+		return nil
+	}
+	t := time.NewTimer(p.throttle)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-s.closed:
+		return net.ErrClosed
+	}
+}
+
+// materialize returns a response body as bytes, writing (and so releasing)
+// a zero-copy body into memory.
+func materialize(b wire.Body) ([]byte, error) {
+	if bs, ok := b.(wire.Bytes); ok {
+		return bs, nil
+	}
+	var buf bytes.Buffer
+	buf.Grow(b.Len())
+	if _, err := b.WriteTo(&buf); err != nil {
+		return nil, fmt.Errorf("read response body: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// hideKeys removes keys from an ApiVersions response body.
+func hideKeys(version int16, body []byte, hide []int16) ([]byte, error) {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.Version = version
+	if version > resp.MaxVersion() || body[0] != 0 || body[1] != 0 {
+		return body, nil // an error answer (v0 body): nothing to hide
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("decode ApiVersions: %w", err)
+	}
+	keys := resp.ApiKeys[:0]
+	for _, k := range resp.ApiKeys {
+		if !slices.Contains(hide, k.ApiKey) {
+			keys = append(keys, k)
+		}
+	}
+	resp.ApiKeys = keys
+	return resp.AppendTo(nil), nil
+}
