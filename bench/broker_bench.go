@@ -20,7 +20,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // The broker benchmark: tollgate's built-in broker against franz-go's
@@ -241,16 +240,11 @@ func probeDisk(dir string, total int64) (float64, error) {
 	return float64(n) / 1e6 / time.Since(start).Seconds(), nil
 }
 
-// benchClient is a kgo client with the benchmark's settings. Fetch is
-// capped at v11: the gateway cannot pass on the built-in broker's
-// zero-copy body for flexible Fetch versions yet (reported); kfake gets
-// the same cap so both serve the same requests.
+// benchClient is a kgo client with the benchmark's settings (each broker
+// negotiates its own versions).
 func (c *BrokerConfig) benchClient(addr string, opts ...kgo.Opt) (*kgo.Client, error) {
-	vs := kversion.Stable()
-	vs.SetMaxKeyVersion(1, 11)
 	return kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(addr),
-		kgo.MaxVersions(vs),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(c.Linger),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),

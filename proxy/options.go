@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/tollgate-kafka/tollgate/audit"
 )
 
 // Options is the gateway's runtime plan, built once by cmd from the
@@ -40,6 +42,10 @@ type Options struct {
 	DrainTimeout             time.Duration // graceful shutdown bound
 
 	Logger *slog.Logger
+	// Hooks receive metrics events (nil: none). Audit is the audit trail
+	// (nil: off).
+	Hooks Hooks
+	Audit *audit.Trail
 }
 
 // ListenerOptions describes one client-facing listener.
@@ -82,5 +88,8 @@ func (o *Options) setDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Hooks == nil {
+		o.Hooks = noHooks{}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tollgate-kafka/tollgate/audit"
 	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/wire"
 )
@@ -83,8 +84,9 @@ func remoteAddr(remote string) netip.Addr {
 
 // judged is what the policy stage decided for one request.
 type judged struct {
-	whole    []byte // the whole frame (size prefix included) when it was read for decoding
-	forward  []byte // a rewritten frame to send instead (Partial)
+	req      kmsg.Request // the decoded request, when something needed it
+	whole    []byte       // the whole frame (size prefix included) when it was read for decoding
+	forward  []byte       // a rewritten frame to send instead (Partial)
 	merge    func(kmsg.Response)
 	throttle time.Duration // ours, for throttle_time_ms
 	rule     string
@@ -92,27 +94,28 @@ type judged struct {
 
 // judge applies the policy to one request. It returns done=true when the
 // request was answered (denied) here.
-func (s *session) judge(eng *policy.Engine, h wire.RequestHeader, size int) (j judged, done bool, err error) {
+func (s *session) judge(eng *policy.Engine, h wire.RequestHeader, size int, obs *observed) (j judged, done bool, err error) {
 	subj := s.subjectFor(h)
 	var body kmsg.Request
 	if h.Known && eng.NeedsBody(subj, h.Key, h.Version) {
 		if j.whole, err = s.readWhole(size); err != nil {
 			return j, false, err
 		}
-		body = kmsg.RequestForKey(h.Key)
-		body.SetVersion(h.Version)
-		if err := body.ReadFrom(j.whole[4+h.Len:]); err != nil {
-			return j, false, badRequest(closeMalformed, "decode %s v%d request: %w", apiName(h.Key), h.Version, err)
+		if body, err = decodeRequest(h, j.whole); err != nil {
+			return j, false, err
 		}
+		j.req = body
 	}
 	v := eng.Check(&policy.Request{
 		Subject: subj, Key: h.Key, Version: h.Version, Size: 4 + size,
 		Body: body, Names: &s.srv.names, Now: time.Now(),
 	})
 	j.rule, j.throttle = v.Rule, v.Throttle
+	obs.rule = v.Rule
 	if v.Throttle > 0 {
-		j.rule = v.ThrottleRule
+		j.rule, obs.rule = v.ThrottleRule, v.ThrottleRule
 		s.mute(v.Throttle)
+		s.hooks.Throttled(v.ThrottleRule, v.Throttle)
 	}
 	switch v.Action {
 	case policy.Deny:
@@ -122,11 +125,14 @@ func (s *session) judge(eng *policy.Engine, h wire.RequestHeader, size int) (j j
 			}
 		}
 		s.log.Info("request denied", "api", apiName(h.Key), "version", h.Version, "rule", v.Rule)
+		s.hooks.Denied(v.Rule)
+		obs.denied, obs.rule, obs.req = true, v.Rule, body
 		if v.Close {
+			s.finishUnanswered(h, *obs)
 			return j, false, badRequest(closeDenied, "%s denied by rule %q and it cannot be answered (acks=0)", apiName(h.Key), v.Rule)
 		}
 		policy.SetThrottle(v.Response, v.Throttle)
-		return j, true, s.answerLocal(h, wire.Bytes(v.Response.AppendTo(nil)), v.Throttle)
+		return j, true, s.answerLocal(h, wire.Bytes(v.Response.AppendTo(nil)), v.Throttle, *obs)
 	case policy.Partial:
 		f := kmsg.NewRequestFormatter() // a null client id
 		if !h.ClientIDNull {
@@ -149,11 +155,31 @@ func (s *session) readWhole(size int) ([]byte, error) {
 
 // answerLocal queues a response made by the gateway in the request's slot.
 // The request's bytes must already be consumed.
-func (s *session) answerLocal(h wire.RequestHeader, body wire.Body, throttle time.Duration) error {
+func (s *session) answerLocal(h wire.RequestHeader, body wire.Body, throttle time.Duration, obs observed) error {
 	ch := make(chan result, 1)
 	ch <- result{body: body}
 	return s.push(pending{key: h.Key, version: h.Version, corr: h.Correlation, local: ch,
-		throttle: throttle, delay: throttle > 0 && !policy.AppliesAfterResponse(h.Key, h.Version)})
+		throttle: throttle, delay: throttle > 0 && !policy.AppliesAfterResponse(h.Key, h.Version), obs: obs})
+}
+
+// decodeRequest decodes the body of a whole frame (size prefix included).
+func decodeRequest(h wire.RequestHeader, whole []byte) (kmsg.Request, error) {
+	req := kmsg.RequestForKey(h.Key)
+	req.SetVersion(h.Version)
+	if err := req.ReadFrom(whole[4+h.Len:]); err != nil {
+		return nil, badRequest(closeMalformed, "decode %s v%d request: %w", apiName(h.Key), h.Version, err)
+	}
+	return req, nil
+}
+
+// finishUnanswered accounts a request that gets no response because the
+// connection closes (a denied acks=0 produce).
+func (s *session) finishUnanswered(h wire.RequestHeader, obs observed) {
+	s.hooks.Request(s.l.opts.Name, h.Key, outcomeDenied, time.Since(obs.start), obs.bytesIn, 0)
+	if obs.rec != nil {
+		obs.rec.Decision, obs.rec.Rule = audit.Denied, obs.rule
+		s.srv.opts.Audit.Log(obs.rec)
+	}
 }
 
 // mute stops reading the client for d after the current request, the

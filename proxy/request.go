@@ -16,29 +16,31 @@ import (
 type closeReason int
 
 const (
-	closeNone          closeReason = iota
-	closeClientEOF                 // the client closed the connection
-	closeIdle                      // no request within the idle timeout
-	closeShutdown                  // the gateway is shutting down
-	closeMalformed                 // a frame or header the gateway cannot parse
-	closeUnsupported               // a key/version the gateway did not offer
-	closeClientError               // reading or writing the client failed
-	closeUpstreamError             // dialing, reading or writing the upstream failed
-	closeBackendError              // the built-in broker failed the request
-	closeDenied                    // policy denied a request that cannot be answered (acks=0)
+	closeNone             closeReason = iota
+	closeClientEOF                    // the client closed the connection
+	closeIdle                         // no request within the idle timeout
+	closeShutdown                     // the gateway is shutting down
+	closeMalformed                    // a frame or header the gateway cannot parse
+	closeUnsupported                  // a key/version the gateway did not offer
+	closeClientError                  // reading or writing the client failed
+	closeUpstreamError                // dialing, reading or writing the upstream failed
+	closeBackendError                 // the built-in broker failed the request
+	closeDenied                       // policy denied a request that cannot be answered (acks=0)
+	closeAuditUnavailable             // strict audit: the trail cannot record, so nothing is forwarded
 )
 
 var closeReasonNames = [...]string{
-	closeNone:          "none",
-	closeClientEOF:     "client_closed",
-	closeIdle:          "idle_timeout",
-	closeShutdown:      "shutdown",
-	closeMalformed:     "malformed_request",
-	closeUnsupported:   "unsupported_version",
-	closeClientError:   "client_error",
-	closeUpstreamError: "upstream_error",
-	closeBackendError:  "backend_error",
-	closeDenied:        "denied",
+	closeNone:             "none",
+	closeClientEOF:        "client_closed",
+	closeIdle:             "idle_timeout",
+	closeShutdown:         "shutdown",
+	closeMalformed:        "malformed_request",
+	closeUnsupported:      "unsupported_version",
+	closeClientError:      "client_error",
+	closeUpstreamError:    "upstream_error",
+	closeBackendError:     "backend_error",
+	closeDenied:           "denied",
+	closeAuditUnavailable: "audit_unavailable",
 }
 
 func (r closeReason) String() string { return closeReasonNames[r] }

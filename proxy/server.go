@@ -56,8 +56,9 @@ type Server struct {
 
 	stopDiscovery context.CancelFunc
 
-	policy atomic.Pointer[policy.Engine] // nil: no policy
-	names  topicNames                    // topic id -> name, from Metadata responses
+	policy       atomic.Pointer[policy.Engine] // nil: no policy
+	discoveryErr atomic.Pointer[error]         // outcome of the last broker discovery (upstream mode)
+	names        topicNames                    // topic id -> name, from Metadata responses
 }
 
 // listener is one client-facing listener: its bootstrap port plus, in

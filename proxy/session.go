@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tollgate-kafka/tollgate/audit"
 	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/rewrite"
 	"github.com/tollgate-kafka/tollgate/wire"
@@ -61,6 +62,10 @@ type session struct {
 
 	mapper mapper
 	subj   policy.Subject // who is asking, for policy decisions
+	hooks  Hooks
+
+	// From the client's ApiVersions v3+ request, for audit records.
+	softwareName, softwareVersion string
 
 	muteUntil  atomic.Int64 // unix nanos: the read loop waits until then (throttling)
 	fetchBytes atomic.Int64 // Fetch response bytes written, charged by the read loop
@@ -91,6 +96,8 @@ type pending struct {
 	throttle time.Duration
 	delay    bool
 	hide     []int16 // ApiVersions: keys this subject is denied outright (listener switch)
+
+	obs observed // accounting for metrics and audit
 }
 
 // adjusted reports whether the response must be decoded for policy.
@@ -117,6 +124,7 @@ func newSession(s *Server, l *listener, c net.Conn, node int32) *session {
 	}
 	sess.log = s.log.With("conn", id, "listener", l.opts.Name, "client", sess.remote)
 	sess.subj = policy.Subject{Listener: l.opts.Name, Addr: remoteAddr(sess.remote)}
+	sess.hooks = s.opts.Hooks
 	return sess
 }
 
@@ -127,7 +135,9 @@ func (s *session) run() {
 		s.logClose()
 		return
 	}
-	s.log.Info("connection opened", "node", s.node, "upstream", s.upAddr)
+	s.log.Info("connection opened", "node", s.node, "backend", s.backendName())
+	s.hooks.ConnOpened(s.l.opts.Name)
+	s.connRecord(audit.EventConnect, "")
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -162,10 +172,13 @@ func (s *session) connectBackend() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.srv.opts.DialTimeout)
 	defer cancel()
+	start := time.Now()
 	up, addr, err := s.srv.dialUpstream(ctx, s.node)
+	s.hooks.UpstreamDial(s.node, time.Since(start), err)
 	if err != nil {
 		return err
 	}
+	s.hooks.UpstreamConns(1, s.node)
 	s.up, s.upAddr = up, addr
 	s.ur = bufio.NewReaderSize(up, bufSize)
 	return nil
@@ -180,6 +193,7 @@ func (s *session) close(reason closeReason, err error) {
 		s.client.Close()
 		if s.up != nil {
 			s.up.Close()
+			s.hooks.UpstreamConns(-1, s.node)
 		}
 		if s.local != nil {
 			s.local.Close()
@@ -188,6 +202,8 @@ func (s *session) close(reason closeReason, err error) {
 }
 
 func (s *session) logClose() {
+	s.hooks.ConnClosed(s.l.opts.Name, s.reason.String())
+	s.connRecord(audit.EventDisconnect, s.reason.String())
 	attrs := []any{"reason", s.reason.String()}
 	if s.closeErr != nil {
 		attrs = append(attrs, "err", s.closeErr)
@@ -255,11 +271,15 @@ func (s *session) readLoop() (closeReason, error) {
 
 		size, err := wire.CheckSize([4]byte(prefix), s.srv.opts.MaxFrameBytes)
 		if err != nil {
+			s.hooks.Malformed(malformedCause(err))
 			return closeMalformed, err
 		}
 		if err := s.handleFrame(int(size)); err != nil {
 			var re *requestError
 			if errors.As(err, &re) {
+				if re.reason == closeMalformed {
+					s.hooks.Malformed(malformedCause(re.err))
+				}
 				return re.reason, re.err
 			}
 			if isClosedErr(err) {
@@ -319,17 +339,48 @@ func (s *session) handleFrame(size int) error {
 		}
 		expectResponse = acks != 0
 	}
+	now := time.Now()
+	obs := observed{start: now, bytesIn: 4 + size, rec: s.auditRecord(h, now, size)}
+	if obs.rec != nil && s.srv.opts.Audit.Strict() {
+		if err := s.srv.opts.Audit.Healthy(); err != nil {
+			// Strict audit: never forward what cannot be recorded.
+			return badRequest(closeAuditUnavailable, "audit trail unavailable in strict mode, refusing requests: %w", err)
+		}
+	}
 	var j judged
 	if eng := s.srv.policy.Load(); eng != nil {
 		var answered bool
-		if j, answered, err = s.judge(eng, h, size); err != nil || answered {
+		if j, answered, err = s.judge(eng, h, size, &obs); err != nil || answered {
 			return err
 		}
 	}
+	if h.Known && j.req == nil && (h.Key == 18 && h.Version >= 3 || obs.rec != nil && s.srv.opts.Audit.Level() == audit.Full) {
+		// Decode for the audit record (and ApiVersions' client software).
+		if j.whole == nil {
+			if j.whole, err = s.readWhole(size); err != nil {
+				return err
+			}
+		}
+		if j.req, err = decodeRequest(h, j.whole); err != nil {
+			return err
+		}
+	}
+	if h.Key == 18 && j.req != nil {
+		if name, version, ok := audit.ClientSoftware(j.req); ok {
+			s.softwareName, s.softwareVersion = name, version
+			if obs.rec != nil {
+				obs.rec.SoftwareName, obs.rec.SoftwareVersion = name, version
+			}
+		}
+	}
+	obs.req = j.req
 	p := pending{key: h.Key, version: h.Version, corr: h.Correlation, merge: j.merge, throttle: j.throttle,
-		delay: j.throttle > 0 && !policy.AppliesAfterResponse(h.Key, h.Version)}
+		delay: j.throttle > 0 && !policy.AppliesAfterResponse(h.Key, h.Version), obs: obs}
 	if eng := s.srv.policy.Load(); h.Key == 18 && eng != nil && eng.HidesKeys(s.l.opts.Name) {
 		p.hide = eng.DeniedKeys(&s.subj)
+	}
+	if !expectResponse {
+		s.acksZeroDone(h, obs)
 	}
 	if s.local != nil {
 		return s.handleLocal(h, size, expectResponse, p, j)
@@ -526,9 +577,11 @@ func (s *session) writeLocal(p pending) error {
 		body = wire.Bytes(out)
 	}
 	s.wbuf = wire.AppendResponseHeader(s.wbuf[:0], p.key, p.version, p.corr, body.Len())
+	out := len(s.wbuf) + body.Len()
 	if b, ok := body.(wire.Bytes); ok {
 		s.wbuf = append(s.wbuf, b...)
 		_, err := s.client.Write(s.wbuf)
+		s.finish(&p, out, b)
 		return err
 	}
 	if _, err := s.client.Write(s.wbuf); err != nil {
@@ -538,6 +591,7 @@ func (s *session) writeLocal(p pending) error {
 		return err
 	}
 	_, err := body.WriteTo(s.client) // releases what it holds
+	s.finish(&p, out, nil)
 	return err
 }
 
@@ -563,12 +617,16 @@ func (s *session) relayResponse(p pending) error {
 	if p.key == 1 || p.key == 78 {
 		s.fetchBytes.Add(int64(total))
 	}
-	if p.key == 1 && p.merge == nil && wire.IsFlexible(p.key, p.version) {
-		return s.relayFetch(p, total)
+	fullAudit := p.obs.rec != nil && p.obs.req != nil
+	if p.key == 1 && p.merge == nil && !fullAudit && wire.IsFlexible(p.key, p.version) {
+		err := s.relayFetch(p, total)
+		s.finish(&p, total, nil)
+		return err
 	}
-	if p.adjusted() || rewrite.Needs(p.key, p.version) || p.key == 18 {
+	if fullAudit || p.adjusted() || rewrite.Needs(p.key, p.version) || p.key == 18 {
 		return s.relayRewritten(p, total)
 	}
+	defer s.finish(&p, total, nil)
 	if total <= bufSize {
 		frame, err := s.ur.Peek(total)
 		if err != nil {
@@ -625,12 +683,14 @@ func (s *session) relayRewritten(p pending, total int) error {
 	}
 	if len(body) > 0 && len(frame) > hl && &body[0] == &frame[hl] && len(body) == len(frame)-hl {
 		_, err = s.client.Write(frame) // nothing to change
+		s.finish(&p, len(frame), body)
 		return err
 	}
 	s.wbuf = append(s.wbuf[:0], frame[:hl]...)
 	s.wbuf = append(s.wbuf, body...)
 	binary.BigEndian.PutUint32(s.wbuf, uint32(len(s.wbuf)-4))
 	_, err = s.client.Write(s.wbuf)
+	s.finish(&p, len(s.wbuf), body)
 	return err
 }
 
@@ -659,9 +719,12 @@ func (s *session) rewrite(p pending, body []byte) ([]byte, error) {
 		}
 		return out, err
 	}
-	out, _, err := rewrite.Response(p.key, p.version, body, s.mapper)
+	out, changed, err := rewrite.Response(p.key, p.version, body, s.mapper)
 	if err != nil {
 		return nil, fmt.Errorf("rewrite %s v%d response: %w", apiName(p.key), p.version, err)
+	}
+	if changed {
+		s.hooks.Rewrite(p.key)
 	}
 	if p.key == 3 && eng != nil {
 		s.srv.names.learn(p.version, out)

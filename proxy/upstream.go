@@ -134,8 +134,11 @@ func (s *Server) discover(ctx context.Context) error {
 	req.Topics = []kmsg.MetadataRequestTopic{} // brokers only, no topics
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return fmt.Errorf("discovery metadata: %w", err)
+		err = fmt.Errorf("discovery metadata: %w", err)
+		s.discoveryErr.Store(&err)
+		return err
 	}
+	s.discoveryErr.Store(new(error))
 	for _, b := range resp.Brokers {
 		s.learnBroker(b.NodeID, b.Host, b.Port)
 	}
@@ -202,4 +205,18 @@ func (m mapper) Advertise(kind rewrite.EndpointKind, node int32, host string, po
 		return "", 0, false
 	}
 	return m.l.host, p, true
+}
+
+// Ready reports whether the gateway can serve: the built-in broker is
+// recovered once the server exists; an upstream is ready once the last
+// broker discovery reached it.
+func (s *Server) Ready() error {
+	if !s.upstreamMode() {
+		return nil
+	}
+	p := s.discoveryErr.Load()
+	if p == nil {
+		return errors.New("upstream not reached yet")
+	}
+	return *p
 }

@@ -86,7 +86,6 @@ func TestDiskFullThroughBinary(t *testing.T) {
 	createTestTopic(t, c.addr, "full", 1)
 	vs := kversion.Stable()
 	vs.SetMaxKeyVersion(0, 12) // topics by name (kgo raises raw requests to the max version)
-	vs.SetMaxKeyVersion(1, 11) // see fetchCapped
 	cl := testClient(t, c.addr, kgo.MaxVersions(vs))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -18,6 +18,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/tollgate-kafka/tollgate/policy"
 )
 
 func main() {
@@ -38,7 +40,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 	}
-	cfg, err := loadConfig(args, stderr)
+	cfg, file, err := loadConfig(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -48,7 +50,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, cfg, stderr); err != nil {
+	if err := serve(ctx, cfg, file, stderr); err != nil {
 		fmt.Fprintln(stderr, "tollgate:", err)
 		return 1
 	}
@@ -86,6 +88,14 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		}
 		stdout.Write(out)
 		return 0
+	}
+	if _, warnings, err := policy.Compile(cfg.Policy); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	} else {
+		for _, w := range warnings {
+			fmt.Fprintln(stdout, "warning:", w.String())
+		}
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", fs.Arg(0))
 	return 0

@@ -19,7 +19,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // These helpers run the real tollgate binary as a child process, so the
@@ -174,21 +173,9 @@ func restartOn(t testing.TB, bin, dataDir, addr string, extra ...string) *child 
 	return nil
 }
 
-// fetchCapped caps Fetch at v11. Workaround: for Fetch v12+ (flexible; v16+ can
-// carry NodeEndpoints) the gateway's local path insists on an in-memory
-// response body to rewrite (proxy/session.go writeLocal, "Fetch response is
-// not in memory"), but the built-in broker's Fetch body is zero-copy and
-// carries no endpoints; the connection is closed. Reported to the lead;
-// v11 and v18 serve records identically.
-func fetchCapped() kgo.Opt {
-	vs := kversion.Stable()
-	vs.SetMaxKeyVersion(1, 11)
-	return kgo.MaxVersions(vs)
-}
-
 func testClient(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), fetchCapped()}, opts...)...)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,11 +9,19 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tollgate-kafka/tollgate/audit"
 	"github.com/tollgate-kafka/tollgate/broker"
 	"github.com/tollgate-kafka/tollgate/broker/storage"
 	"github.com/tollgate-kafka/tollgate/configs"
+	"github.com/tollgate-kafka/tollgate/metrics"
+	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/proxy"
 )
 
@@ -21,7 +29,7 @@ var configsLoad = configs.Load
 
 // loadConfig builds the configuration from an optional file and the flags.
 // Flags are a front for the same schema and override the file.
-func loadConfig(args []string, stderr io.Writer) (*configs.Config, error) {
+func loadConfig(args []string, stderr io.Writer) (*configs.Config, string, error) {
 	fs := flag.NewFlagSet("tollgate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -41,16 +49,16 @@ func loadConfig(args []string, stderr io.Writer) (*configs.Config, error) {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected argument %q (subcommands: check-config, bench, version)", fs.Arg(0))
+		return nil, "", fmt.Errorf("unexpected argument %q (subcommands: check-config, bench, tap, version)", fs.Arg(0))
 	}
 	cfg := configs.Default()
 	if *file != "" {
 		var err error
 		if cfg, err = configs.Load(*file); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
 	set := map[string]bool{}
@@ -89,32 +97,127 @@ func loadConfig(args []string, stderr io.Writer) (*configs.Config, error) {
 		cfg.Log.Format = *logFormat
 	}
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return cfg, nil
+	return cfg, *file, nil
 }
 
-// serve runs the gateway until ctx is cancelled, then drains.
-func serve(ctx context.Context, cfg *configs.Config, logOut io.Writer) error {
+// serve runs the gateway until ctx is cancelled, then drains. file is
+// the configuration file ("" when there is none), re-read on SIGHUP and
+// when it changes, to apply a new policy without dropping connections.
+func serve(ctx context.Context, cfg *configs.Config, file string, logOut io.Writer) error {
 	log := newLogger(cfg.Log.Level, cfg.Log.Format, logOut)
 	slog.SetDefault(log)
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	trail, err := audit.New(cfg.Audit, m, audit.WithLogger(log))
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	defer trail.Close()
 	opts, closeBackend, err := buildOptions(cfg, log)
 	if err != nil {
 		return err
 	}
 	defer closeBackend()
+	opts.Hooks, opts.Audit = m, trail
 	srv, err := proxy.New(opts)
 	if err != nil {
 		return err
 	}
+	eng, warnings, err := policy.Compile(cfg.Policy)
+	if err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	for _, w := range warnings {
+		log.Warn("policy", "warning", w.String())
+	}
+	srv.SetPolicy(eng)
 	if err := srv.Start(ctx); err != nil {
 		return err
+	}
+	if cfg.Admin.Enabled() {
+		admin, err := metrics.NewAdmin(cfg.Admin.Listen, reg, srv.Ready, trail)
+		if err != nil {
+			srv.Shutdown(context.Background())
+			return err
+		}
+		admin.Start()
+		log.Info("admin server", "addr", admin.Addr().String())
+		defer admin.Shutdown(context.Background())
+	}
+	if file != "" {
+		go reloadLoop(ctx, file, srv, m, log)
 	}
 	<-ctx.Done()
 	log.Info("shutting down", "drain_timeout", cfg.Limits.DrainTimeout.D())
 	if err := srv.Shutdown(context.Background()); err != nil {
 		log.Warn("shutdown incomplete", "err", err)
 	}
+	return nil
+}
+
+// reloadLoop re-reads the configuration file on SIGHUP and when its
+// modification time or size changes (checked every reloadPoll), and
+// installs the new policy. An invalid file is refused with its errors
+// logged and counted; the rules in force stay. Only the policy section is
+// applied live; other sections need a restart (logged when they differ).
+func reloadLoop(ctx context.Context, file string, srv *proxy.Server, m *metrics.Metrics, log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	last := fileStamp(file)
+	t := time.NewTicker(reloadPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			log.Info("SIGHUP: reloading configuration", "file", file)
+		case <-t.C:
+			st := fileStamp(file)
+			if st == last {
+				continue
+			}
+			last = st
+			log.Info("configuration file changed: reloading", "file", file)
+		}
+		if err := reloadPolicy(file, srv); err != nil {
+			m.PolicyReload(false)
+			log.Error("configuration reload refused; the rules in force stay", "err", err)
+			continue
+		}
+		m.PolicyReload(true)
+	}
+}
+
+const reloadPoll = 2 * time.Second
+
+func fileStamp(file string) string {
+	st, err := os.Stat(file)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprint(st.ModTime().UnixNano(), st.Size())
+}
+
+// reloadPolicy loads file and swaps in its policy, keeping the rate
+// budgets of rules whose name and rate are unchanged.
+func reloadPolicy(file string, srv *proxy.Server) error {
+	cfg, err := configs.Load(file)
+	if err != nil {
+		return err
+	}
+	eng, warnings, err := policy.CompileFrom(srv.Policy(), cfg.Policy)
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		slog.Warn("policy", "warning", w.String())
+	}
+	srv.SetPolicy(eng)
+	slog.Info("policy reloaded", "rules", eng.Rules())
 	return nil
 }
 
