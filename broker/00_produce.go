@@ -30,8 +30,11 @@ import (
 //   KAFKA_STORAGE_ERROR. acks 0 gets no response; any partition error closes
 //   the connection so the producer refreshes metadata (KafkaApis
 //   handleProduceRequest). Other acks values get INVALID_REQUIRED_ACKS.
-// * Transactional produce (TransactionID set) gets INVALID_TXN_STATE:
-//   transactions are the next issue (skipped_features).
+// * Transactional produce (TransactionID set, transactions v1): the batch
+//   must be transactional, its producer id must own the transactional id
+//   (else INVALID_PRODUCER_ID_MAPPING), an older epoch is
+//   INVALID_PRODUCER_EPOCH, and the partition must have been added to the
+//   ongoing transaction (else INVALID_TXN_STATE). See txns.go.
 //
 // Version notes:
 // * v5: LogStartOffset; v8: ErrorMessage, ErrorRecords (not filled)
@@ -126,8 +129,6 @@ func (c *Conn) produceOne(req *kmsg.ProduceRequest, t *topic, rp kmsg.ProduceReq
 		return kerr.UnknownTopicID.Code, "unknown topic id", nil
 	case t == nil:
 		return kerr.UnknownTopicOrPartition.Code, "unknown topic", nil
-	case req.TransactionID != nil:
-		return kerr.InvalidTxnState.Code, "transactions are not supported by the built-in broker yet", nil
 	}
 	p := c.b.partitionOf(t, rp.Partition)
 	if p == nil {
@@ -136,6 +137,16 @@ func (c *Conn) produceOne(req *kmsg.ProduceRequest, t *topic, rp kmsg.ProduceReq
 	if code, msg := checkOneBatch(rp.Records); code != 0 {
 		return code, msg, nil
 	}
+	if req.TransactionID != nil && *req.TransactionID != "" {
+		return c.b.txns.produce(*req.TransactionID, rp.Records, p, func() (int16, string, <-chan error) {
+			return c.appendOne(p, rp, sp, now)
+		})
+	}
+	return c.appendOne(p, rp, sp, now)
+}
+
+// appendOne appends one partition's checked batch.
+func (c *Conn) appendOne(p *partition, rp kmsg.ProduceRequestTopicPartition, sp *kmsg.ProduceResponseTopicPartition, now time.Time) (int16, string, <-chan error) {
 	res, durable, err := p.log.Append(rp.Records, storageAppend(now))
 	if err != nil {
 		code := storageCode(err)

@@ -8,10 +8,8 @@ import (
 // FindCoordinator: v0-6
 //
 // Behavior:
-// * Groups (type 0) and transactions (type 1): node 0. The group
-//   coordinator arrives with the next issue; until then the group APIs are
-//   not registered (skipped_features), so clients learn "unsupported"
-//   rather than being sent to a coordinator that does not answer.
+// * Groups (type 0) and transactions (type 1): this node, which runs both
+//   coordinators (groups.go, txns.go) for every key.
 // * Share groups (type 2, KIP-932): INVALID_REQUEST.
 // * An empty key gets INVALID_REQUEST, as Kafka's getCoordinator.
 //

@@ -213,8 +213,11 @@ func TestApiVersionsAndUnsupported(t *testing.T) {
 	if keys[0] != [2]int16{0, 13} || keys[1] != [2]int16{4, 18} || keys[18] != [2]int16{0, 4} {
 		t.Fatalf("advertised produce %v fetch %v apiversions %v", keys[0], keys[1], keys[18])
 	}
-	if _, ok := keys[11]; ok {
-		t.Fatal("JoinGroup advertised before the group coordinator exists")
+	if keys[11] != [2]int16{0, 9} {
+		t.Fatalf("advertised JoinGroup %v, want v0-9", keys[11])
+	}
+	if _, ok := keys[68]; ok {
+		t.Fatal("ConsumerGroupHeartbeat (KIP-848) advertised; it is not implemented")
 	}
 
 	preq := kmsg.NewPtrProduceRequest()
@@ -223,7 +226,7 @@ func TestApiVersionsAndUnsupported(t *testing.T) {
 		t.Fatalf("produce v2: %v, want the connection closed", err)
 	}
 	// An unregistered key closes the connection too.
-	if _, err := rawRoundTrip(t, srv.addr(), 11, 0, nil); err == nil {
-		t.Fatal("JoinGroup answered")
+	if _, err := rawRoundTrip(t, srv.addr(), 68, 0, nil); err == nil {
+		t.Fatal("ConsumerGroupHeartbeat answered")
 	}
 }

@@ -5,7 +5,9 @@
 // with regKey, and ApiVersions is derived from that registry. Partition logs
 // are package broker/storage; this package owns the topic registry (names,
 // ids, partition counts, configs, persisted in the data directory), the
-// producer id allocator, and the protocol.
+// producer id allocator, the group and transaction coordinators (groups.go,
+// txns.go; their state is the coordinator journal, groups_journal.go), and
+// the protocol.
 //
 // Ownership (STYLE.md example 2): the topic registry is guarded by
 // Broker.mu, held only to look up or change the map, never across I/O on a
@@ -52,6 +54,17 @@ type Config struct {
 	// if empty.
 	ClusterID string
 	Logger    *slog.Logger
+
+	// GroupMinSessionTimeout and GroupMaxSessionTimeout bound a JoinGroup's
+	// session timeout (group.min/max.session.timeout.ms; 6 s and 30 min).
+	GroupMinSessionTimeout time.Duration
+	GroupMaxSessionTimeout time.Duration
+	// OffsetsRetention is how long an empty group keeps its committed
+	// offsets (offsets.retention.minutes; 7 days).
+	OffsetsRetention time.Duration
+	// TransactionMaxTimeout caps a transactional producer's
+	// transaction.timeout.ms (transaction.max.timeout.ms; 15 min).
+	TransactionMaxTimeout time.Duration
 }
 
 // Broker is one open data directory serving Kafka requests.
@@ -70,6 +83,10 @@ type Broker struct {
 	byID      map[[16]byte]*topic // by topic id; guarded by mu
 	pids      producerIDs         // producer id allocator; own lock
 	closed    bool                // guarded by mu
+
+	journal *journal        // coordinator state (groups_journal.go)
+	groups  *coordinator    // group coordinator (groups.go)
+	txns    *txnCoordinator // transaction coordinator (txns.go)
 
 	// advertisedHost/Port are what Metadata and friends report for our
 	// node. The gateway rewrites them; tests set them to the test listener.
@@ -121,6 +138,12 @@ func Open(cfg Config) (*Broker, error) {
 		_ = unlock()
 		return nil, fmt.Errorf("open broker %s: %w", cfg.DataDir, err)
 	}
+	if err := b.openCoordinators(); err != nil {
+		b.closeLogs()
+		_ = b.syncer.Close()
+		_ = unlock()
+		return nil, fmt.Errorf("open broker %s: %w", cfg.DataDir, err)
+	}
 	b.bg.Add(1)
 	go b.retentionLoop()
 	b.log.Info("built-in broker open", "data_dir", cfg.DataDir, "topics", len(b.topics), "cluster_id", b.clusterID)
@@ -139,7 +162,12 @@ func (b *Broker) Close() error {
 	b.mu.Unlock()
 	close(b.stop)
 	b.bg.Wait()
-	errs := b.closeLogs()
+	b.groups.stop()
+	var errs []error
+	if err := b.journal.close(); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, b.closeLogs()...)
 	if err := b.syncer.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("close syncer: %w", err))
 	}
@@ -199,6 +227,11 @@ type Conn struct {
 
 	closeOnce sync.Once
 	done      chan struct{} // closed by Close: cancels pending long polls
+
+	// lastClientID is the client id of the request being handled; set by
+	// Handle before the handler runs, read only in a handler's synchronous
+	// part (Handle is called from one goroutine per connection).
+	lastClientID string
 }
 
 // NewConn starts serving a client connection from remote (for logs).
@@ -255,6 +288,9 @@ func (c *Conn) Handle(req *wire.Request, done func(wire.Body, error)) {
 	if req.Version < e.min || req.Version > e.max {
 		done(nil, fmt.Errorf("%w: %s v%d (serving v%d-%d)", ErrUnsupportedRequest, kmsg.NameForKey(req.Key), req.Version, e.min, e.max))
 		return
+	}
+	if req.ClientID != nil {
+		c.lastClientID = *req.ClientID
 	}
 	kreq := kmsg.RequestForKey(req.Key)
 	kreq.SetVersion(req.Version)
