@@ -42,7 +42,10 @@ var backends = []backend{
 
 // startBuiltin starts the gateway over the built-in broker in a temporary
 // data directory.
-func startBuiltin(t testing.TB) *proxy.Server {
+func startBuiltin(t testing.TB) *proxy.Server { return startBuiltinWith(t) }
+
+// startBuiltinWith is startBuiltin with changes to the gateway's options.
+func startBuiltinWith(t testing.TB, mod ...func(*proxy.Options)) *proxy.Server {
 	t.Helper()
 	b, err := broker.Open(broker.Config{
 		DataDir:          t.TempDir(),
@@ -53,11 +56,15 @@ func startBuiltin(t testing.TB) *proxy.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(proxy.Options{
+	opts := proxy.Options{
 		Listeners: []proxy.ListenerOptions{{Name: "test", Listen: "127.0.0.1:0"}},
 		Local:     proxy.LocalFunc(func(remote string) proxy.LocalConn { return b.NewConn(remote) }),
 		Logger:    testLogger(t),
-	})
+	}
+	for _, m := range mod {
+		m(&opts)
+	}
+	srv, err := proxy.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

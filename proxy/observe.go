@@ -81,6 +81,7 @@ func (s *session) auditRecord(h wire.RequestHeader, now time.Time, size int) *au
 	rec := &audit.Record{
 		Time: now, Event: audit.EventRequest, ConnID: s.id, Listener: s.l.opts.Name, ClientAddr: s.remote,
 		ClientID: string(h.ClientID), SoftwareName: s.softwareName, SoftwareVersion: s.softwareVersion,
+		TLSSubject: s.tlsSubject, Principal: s.subj.Principal,
 		API: audit.APIName(h.Key), Key: h.Key, Version: h.Version, Correlation: h.Correlation,
 		BytesIn: 4 + size, Backend: s.backendName(),
 	}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"log/slog"
 	"net"
 	"time"
@@ -29,7 +30,8 @@ type Options struct {
 	// Local is the built-in broker; used when Bootstrap is empty.
 	Local Local
 
-	MaxFrameBytes int32
+	MaxFrameBytes        int32
+	MaxPreauthFrameBytes int32 // frame limit before SASL authentication completes
 	// MaxConnections caps client connections across listeners, and
 	// MaxConnectionsPerAddress those from one IP; 0 means no cap. A
 	// connection over a cap is closed at once (Kafka's max.connections and
@@ -62,6 +64,16 @@ type ListenerOptions struct {
 	// -1 means the bootstrap port + 1; 0 means a kernel-chosen port per
 	// node (stable only for the life of the process; meant for tests).
 	BrokerPortBase int
+
+	// TLS, if set, makes the listener (bootstrap and broker ports) TLS;
+	// with client certificates required, Principal names the client from
+	// its verified certificate.
+	TLS       *tls.Config
+	Principal func(cert *x509.Certificate) (string, error)
+	// SASL, if set, makes the gateway authenticate clients itself: until
+	// then only ApiVersions, SaslHandshake and SaslAuthenticate pass, in
+	// frames of at most MaxPreauthFrameBytes.
+	SASL SASLServer
 }
 
 func (o *Options) setDefaults() {
@@ -73,6 +85,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxFrameBytes <= 0 {
 		o.MaxFrameBytes = 100 << 20
+	}
+	if o.MaxPreauthFrameBytes <= 0 {
+		o.MaxPreauthFrameBytes = 512 << 10 // Kafka's sasl.server.max.receive.size
 	}
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = 100

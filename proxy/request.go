@@ -27,6 +27,9 @@ const (
 	closeBackendError                 // the built-in broker failed the request
 	closeDenied                       // policy denied a request that cannot be answered (acks=0)
 	closeAuditUnavailable             // strict audit: the trail cannot record, so nothing is forwarded
+	closeTLS                          // the TLS handshake failed
+	closeAuthFailed                   // SASL authentication failed, or a request came before it
+	closeAuthExpired                  // the SASL session expired without re-authentication (KIP-368)
 )
 
 var closeReasonNames = [...]string{
@@ -41,6 +44,9 @@ var closeReasonNames = [...]string{
 	closeBackendError:     "backend_error",
 	closeDenied:           "denied",
 	closeAuditUnavailable: "audit_unavailable",
+	closeTLS:              "tls_handshake",
+	closeAuthFailed:       "auth_failed",
+	closeAuthExpired:      "reauth_expired",
 }
 
 func (r closeReason) String() string { return closeReasonNames[r] }

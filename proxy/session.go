@@ -67,6 +67,9 @@ type session struct {
 	// From the client's ApiVersions v3+ request, for audit records.
 	softwareName, softwareVersion string
 
+	tlsSubject string     // the verified client certificate's subject (mTLS)
+	sasl       *saslState // nil unless the listener terminates SASL
+
 	muteUntil  atomic.Int64 // unix nanos: the read loop waits until then (throttling)
 	fetchBytes atomic.Int64 // Fetch response bytes written, charged by the read loop
 
@@ -97,6 +100,9 @@ type pending struct {
 	delay    bool
 	hide     []int16 // ApiVersions: keys this subject is denied outright (listener switch)
 
+	raw        bool // a SASL v0 raw token: size prefix and bytes, no header
+	closeAfter bool // close the connection once this response is written (failed authentication)
+
 	obs observed // accounting for metrics and audit
 }
 
@@ -125,11 +131,22 @@ func newSession(s *Server, l *listener, c net.Conn, node int32) *session {
 	sess.log = s.log.With("conn", id, "listener", l.opts.Name, "client", sess.remote)
 	sess.subj = policy.Subject{Listener: l.opts.Name, Addr: remoteAddr(sess.remote)}
 	sess.hooks = s.opts.Hooks
+	if l.opts.SASL != nil {
+		sess.sasl = &saslState{server: l.opts.SASL}
+	}
 	return sess
 }
 
 // run serves the connection until it closes.
 func (s *session) run() {
+	if s.l.opts.TLS != nil {
+		if err := s.handshakeTLS(); err != nil {
+			s.hooks.Malformed("tls_handshake")
+			s.close(closeTLS, err)
+			s.logClose()
+			return
+		}
+	}
 	if err := s.connectBackend(); err != nil {
 		s.close(closeUpstreamError, err)
 		s.logClose()
@@ -269,12 +286,20 @@ func (s *session) readLoop() (closeReason, error) {
 		s.client.SetReadDeadline(time.Now().Add(s.srv.opts.FrameTimeout))
 		s.mu.Unlock()
 
-		size, err := wire.CheckSize([4]byte(prefix), s.srv.opts.MaxFrameBytes)
+		limit := s.srv.opts.MaxFrameBytes
+		if s.sasl != nil && !s.sasl.authed {
+			limit = min(limit, s.srv.opts.MaxPreauthFrameBytes)
+		}
+		size, err := wire.CheckSize([4]byte(prefix), limit)
 		if err != nil {
 			s.hooks.Malformed(malformedCause(err))
 			return closeMalformed, err
 		}
-		if err := s.handleFrame(int(size)); err != nil {
+		handle := s.handleFrame
+		if s.sasl != nil && s.sasl.raw {
+			handle = s.handleRawToken
+		}
+		if err := handle(int(size)); err != nil {
 			var re *requestError
 			if errors.As(err, &re) {
 				if re.reason == closeMalformed {
@@ -324,6 +349,12 @@ func (s *session) handleFrame(size int) error {
 		// so a client that sends it ignored negotiation; Kafka closes the
 		// connection in that case too.
 		return badRequest(closeUnsupported, "%s v%d was not offered by the gateway", apiName(h.Key), h.Version)
+	}
+	if err := s.preauthCheck(h); err != nil {
+		return err
+	}
+	if s.sasl != nil && (h.Key == 17 || h.Key == 36) {
+		return s.handleSASL(h, size)
 	}
 	if h.Key == 18 && !h.Known {
 		// An ApiVersions version newer than this build: answer as a broker
@@ -526,6 +557,9 @@ func (s *session) writeLoop() error {
 		if err != nil {
 			return err
 		}
+		if p.closeAfter {
+			return errAuthFailed
+		}
 	}
 	return nil
 }
@@ -543,6 +577,10 @@ func (s *session) writeLocal(p pending) error {
 	}
 	if r.body == nil {
 		return nil
+	}
+	if p.raw {
+		b, _ := r.body.(wire.Bytes)
+		return s.writeRaw(b)
 	}
 	body := r.body
 	if p.adjusted() {
@@ -758,6 +796,8 @@ func upstreamWriteErr(err error) error {
 func classifyWriteErr(err error) closeReason {
 	var be *backendError
 	switch {
+	case errors.Is(err, errAuthFailed):
+		return closeAuthFailed
 	case errors.As(err, &be):
 		return closeUpstreamError
 	case isClosedErr(err):

@@ -1,0 +1,227 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/wire"
+)
+
+// SASLServer authenticates clients of one listener (SASL termination at
+// the gateway). Package auth implements it; cmd adapts it.
+type SASLServer interface {
+	Mechanisms() []string
+	// Start begins an exchange; an unsupported mechanism is an error.
+	Start(mechanism string) (SASLExchange, error)
+}
+
+// SASLExchange is one authentication attempt on one connection.
+type SASLExchange interface {
+	// Step consumes a client token and returns the reply; done once the
+	// client is authenticated. An error's message is safe to send to the
+	// client (it never says whether a user exists).
+	Step(token []byte) (reply []byte, done bool, err error)
+	Principal() string
+	// SessionLifetime is how long the authentication holds (KIP-368); 0
+	// means it does not expire.
+	SessionLifetime() time.Duration
+}
+
+// saslState is a session's authentication state (SASL listeners only).
+//
+// Kafka's rules (PROTOCOL-NOTES §7): before authentication only
+// ApiVersions, SaslHandshake and SaslAuthenticate are accepted, anything
+// else closes the connection; after SaslHandshake v0 the client sends raw
+// size-prefixed tokens with no Kafka header; a SaslHandshake on an
+// authenticated connection starts re-authentication (KIP-368), which must
+// keep the principal; a connection whose session expired is closed at its
+// next request.
+type saslState struct {
+	server   SASLServer
+	ex       SASLExchange
+	authed   bool
+	raw      bool // after SaslHandshake v0: the next frames are raw tokens
+	expires  time.Time
+	reauths  int
+	failures int
+}
+
+var errAuthFailed = errors.New("authentication failed")
+
+// preauthCheck enforces the pre-authentication rules for a request header.
+func (s *session) preauthCheck(h wire.RequestHeader) error {
+	st := s.sasl
+	if st == nil {
+		return nil
+	}
+	switch h.Key {
+	case 17, 18, 36:
+		return nil
+	}
+	if !st.authed {
+		return badRequest(closeAuthFailed, "%s before SASL authentication completed", apiName(h.Key))
+	}
+	if !st.expires.IsZero() && time.Now().After(st.expires) {
+		return badRequest(closeAuthExpired, "SASL session expired (KIP-368) and the client did not re-authenticate")
+	}
+	return nil
+}
+
+// handleSASL answers SaslHandshake and SaslAuthenticate itself.
+func (s *session) handleSASL(h wire.RequestHeader, size int) error {
+	whole, err := s.readWhole(size)
+	if err != nil {
+		return err
+	}
+	req, err := decodeRequest(h, whole)
+	if err != nil {
+		return err
+	}
+	var resp kmsg.Response
+	var closeAfter bool
+	switch r := req.(type) {
+	case *kmsg.SASLHandshakeRequest:
+		resp, closeAfter = s.saslHandshake(r)
+	case *kmsg.SASLAuthenticateRequest:
+		resp, closeAfter = s.saslAuthenticate(r)
+	}
+	ch := make(chan result, 1)
+	ch <- result{body: wire.Bytes(resp.AppendTo(nil))}
+	return s.push(pending{key: h.Key, version: h.Version, corr: h.Correlation, local: ch, closeAfter: closeAfter,
+		obs: observed{start: time.Now(), bytesIn: 4 + size}})
+}
+
+func (s *session) saslHandshake(r *kmsg.SASLHandshakeRequest) (kmsg.Response, bool) {
+	st := s.sasl
+	resp := r.ResponseKind().(*kmsg.SASLHandshakeResponse)
+	resp.SupportedMechanisms = st.server.Mechanisms()
+	if st.ex != nil && !st.authed {
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		return resp, true
+	}
+	ex, err := st.server.Start(r.Mechanism)
+	if err != nil {
+		s.log.Warn("SASL mechanism not offered", "mechanism", r.Mechanism, "offered", resp.SupportedMechanisms)
+		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
+		return resp, true
+	}
+	st.ex = ex
+	st.raw = r.Version == 0
+	return resp, false
+}
+
+func (s *session) saslAuthenticate(r *kmsg.SASLAuthenticateRequest) (kmsg.Response, bool) {
+	st := s.sasl
+	resp := r.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+	if st.ex == nil {
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		resp.ErrorMessage = kmsg.StringPtr("SaslAuthenticate without a SaslHandshake")
+		return resp, true
+	}
+	reply, done, err := s.saslStep(r.SASLAuthBytes)
+	if err != nil {
+		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
+		resp.ErrorMessage = kmsg.StringPtr(err.Error())
+		return resp, true
+	}
+	resp.SASLAuthBytes = reply
+	if done {
+		resp.SessionLifetimeMillis = st.ex.SessionLifetime().Milliseconds()
+		st.ex = nil
+	}
+	return resp, false
+}
+
+// saslStep runs one step of the exchange and completes authentication.
+func (s *session) saslStep(token []byte) ([]byte, bool, error) {
+	st := s.sasl
+	reply, done, err := st.ex.Step(token)
+	if err != nil {
+		st.failures++
+		s.log.Warn("SASL authentication failed", "err", err)
+		return nil, false, err
+	}
+	if !done {
+		return reply, false, nil
+	}
+	principal := st.ex.Principal()
+	if st.authed && principal != s.subj.Principal {
+		s.log.Warn("re-authentication changed the principal", "was", s.subj.Principal, "now", principal)
+		return nil, false, fmt.Errorf("%w: re-authentication must keep the principal", errAuthFailed)
+	}
+	if st.authed {
+		st.reauths++
+	}
+	st.authed = true
+	s.subj.Principal = principal
+	if lt := st.ex.SessionLifetime(); lt > 0 {
+		st.expires = time.Now().Add(lt)
+	} else {
+		st.expires = time.Time{}
+	}
+	s.log.Info("authenticated", "principal", principal, "reauth", st.reauths > 0)
+	return reply, true, nil
+}
+
+// handleRawToken handles one raw token after a SaslHandshake v0: a size
+// prefix and the token, answered the same way (PLAIN's success is an empty
+// token); a failure simply closes, as v0 has no way to say why.
+func (s *session) handleRawToken(size int) error {
+	whole, err := s.readWhole(size)
+	if err != nil {
+		return err
+	}
+	reply, done, err := s.saslStep(whole[4:])
+	if err != nil {
+		return badRequest(closeAuthFailed, "SASL (v0 raw tokens): %w", err)
+	}
+	if done {
+		s.sasl.raw, s.sasl.ex = false, nil
+	}
+	ch := make(chan result, 1)
+	ch <- result{body: wire.Bytes(reply)}
+	return s.push(pending{local: ch, raw: true})
+}
+
+// writeRaw writes a raw SASL v0 token: a size prefix and the bytes.
+func (s *session) writeRaw(body []byte) error {
+	s.wbuf = binary.BigEndian.AppendUint32(s.wbuf[:0], uint32(len(body)))
+	s.wbuf = append(s.wbuf, body...)
+	_, err := s.client.Write(s.wbuf)
+	return err
+}
+
+// handshakeTLS runs the server side of TLS on the client connection,
+// within the frame timeout, and takes the principal from a verified
+// client certificate.
+func (s *session) handshakeTLS() error {
+	tc := tls.Server(s.client, s.l.opts.TLS)
+	tc.SetDeadline(time.Now().Add(s.srv.opts.FrameTimeout))
+	if err := tc.Handshake(); err != nil {
+		var rh tls.RecordHeaderError
+		if errors.As(err, &rh) {
+			return fmt.Errorf("TLS handshake: the client is not speaking TLS (plaintext Kafka on a TLS listener?): %w", err)
+		}
+		return fmt.Errorf("TLS handshake: %w", err)
+	}
+	tc.SetDeadline(time.Time{})
+	s.client = tc
+	s.cr.Reset(tc)
+	if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+		s.tlsSubject = certs[0].Subject.String()
+		if s.l.opts.Principal != nil {
+			p, err := s.l.opts.Principal(certs[0])
+			if err != nil {
+				return fmt.Errorf("principal from client certificate %q: %w", s.tlsSubject, err)
+			}
+			s.subj.Principal = p
+		}
+	}
+	return nil
+}
