@@ -26,6 +26,14 @@ type Options struct {
 	// (a SOCKS hop, or a benchmark that redirects an advertised address).
 	// TLS, if configured, is layered on what it returns.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// UpstreamAuth, if set, authenticates every upstream connection as the
+	// gateway's own identity (SASL) right after TLS, and returns the
+	// session lifetime the upstream granted (0: none). A session whose
+	// upstream authentication is about to expire stops reading, answers
+	// what it has, and closes, so its client reconnects (and the new
+	// upstream connection authenticates afresh) instead of the broker
+	// closing it mid-request.
+	UpstreamAuth func(ctx context.Context, conn net.Conn, addr string) (time.Duration, error)
 
 	// Local is the built-in broker; used when Bootstrap is empty.
 	Local Local

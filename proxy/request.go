@@ -30,6 +30,7 @@ const (
 	closeTLS                          // the TLS handshake failed
 	closeAuthFailed                   // SASL authentication failed, or a request came before it
 	closeAuthExpired                  // the SASL session expired without re-authentication (KIP-368)
+	closeUpstreamReauth               // the gateway's own upstream SASL session is about to expire
 )
 
 var closeReasonNames = [...]string{
@@ -47,13 +48,20 @@ var closeReasonNames = [...]string{
 	closeTLS:              "tls_handshake",
 	closeAuthFailed:       "auth_failed",
 	closeAuthExpired:      "reauth_expired",
+	closeUpstreamReauth:   "upstream_session_expiring",
 }
 
 func (r closeReason) String() string { return closeReasonNames[r] }
 
 // isFault reports reasons that tear the connection down at once instead of
 // answering what was already read.
-func (r closeReason) isFault() bool { return r >= closeMalformed }
+func (r closeReason) isFault() bool {
+	switch r {
+	case closeNone, closeClientEOF, closeIdle, closeShutdown, closeUpstreamReauth:
+		return false
+	}
+	return true
+}
 
 // apiName names a key for logs ("Unknown(123)" for keys kmsg does not know).
 func apiName(key int16) string {

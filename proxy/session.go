@@ -281,6 +281,13 @@ func (s *session) readLoop() (closeReason, error) {
 			}
 			return closeClientError, fmt.Errorf("read frame size: %w", err)
 		}
+		if ec, ok := s.up.(*expiringConn); ok && time.Now().After(ec.expires) {
+			// The gateway's upstream SASL session is about to expire: leave
+			// this request unread, answer what was read, then close; the
+			// client reconnects and its new upstream connection
+			// authenticates afresh.
+			return closeUpstreamReauth, nil
+		}
 		s.mu.Lock()
 		s.idle = false
 		s.client.SetReadDeadline(time.Now().Add(s.srv.opts.FrameTimeout))

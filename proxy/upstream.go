@@ -93,21 +93,40 @@ func (s *Server) dialAddr(ctx context.Context, addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial upstream %s: %w", addr, err)
 	}
-	if s.opts.UpstreamTLS == nil {
-		return c, nil
+	if s.opts.UpstreamTLS != nil {
+		cfg := s.opts.UpstreamTLS.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(c, cfg)
+		hctx, cancel := context.WithTimeout(ctx, s.opts.DialTimeout)
+		defer cancel()
+		if err := tc.HandshakeContext(hctx); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("tls handshake with upstream %s: %w", addr, err)
+		}
+		c = tc
 	}
-	cfg := s.opts.UpstreamTLS.Clone()
-	if cfg.ServerName == "" {
-		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	if s.opts.UpstreamAuth != nil {
+		actx, cancel := context.WithTimeout(ctx, s.opts.DialTimeout)
+		defer cancel()
+		lifetime, err := s.opts.UpstreamAuth(actx, c, addr)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("authenticate to upstream %s: %w", addr, err)
+		}
+		if lifetime > 0 {
+			return &expiringConn{Conn: c, expires: time.Now().Add(lifetime * 9 / 10)}, nil
+		}
 	}
-	tc := tls.Client(c, cfg)
-	hctx, cancel := context.WithTimeout(ctx, s.opts.DialTimeout)
-	defer cancel()
-	if err := tc.HandshakeContext(hctx); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("tls handshake with upstream %s: %w", addr, err)
-	}
-	return tc, nil
+	return c, nil
+}
+
+// expiringConn is an upstream connection whose SASL session ends at
+// expires (with a margin); sessions stop using it before then.
+type expiringConn struct {
+	net.Conn
+	expires time.Time
 }
 
 // discover asks the upstream for its brokers and opens a port for each on
