@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -12,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -85,7 +87,9 @@ func TestBadInput(t *testing.T) {
 				conn.(*net.TCPConn).CloseWrite()
 			}
 			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-			if n, err := io.Copy(io.Discard, conn); err != nil || n != 0 {
+			// Closed with unread bytes in the socket, the kernel answers
+			// with a reset instead of a FIN; either way nothing came back.
+			if n, err := io.Copy(io.Discard, conn); (err != nil && !errors.Is(err, syscall.ECONNRESET)) || n != 0 {
 				t.Fatalf("want the gateway to close with no reply, got %d bytes, err %v", n, err)
 			}
 			ctx := ctxT(t, 5*time.Second)

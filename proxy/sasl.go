@@ -212,7 +212,6 @@ func (s *session) handshakeTLS() error {
 	}
 	tc.SetDeadline(time.Time{})
 	s.client = tc
-	s.cr.Reset(tc)
 	if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
 		s.tlsSubject = certs[0].Subject.String()
 		if s.l.opts.Principal != nil {
