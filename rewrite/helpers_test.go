@@ -32,16 +32,17 @@ type call struct {
 // testMapper maps node n to gwHost(n):gwPort(n) and hides the nodes in
 // hide (per kind). It records every call.
 type testMapper struct {
-	mu    sync.Mutex
-	hide  map[EndpointKind]map[int32]bool
-	calls []call
+	mu      sync.Mutex
+	hide    map[EndpointKind]map[int32]bool
+	hideOdd bool // hide every odd node id, of any kind
+	calls   []call
 }
 
 func (m *testMapper) Advertise(kind EndpointKind, node int32, host string, port int32) (string, int32, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.calls = append(m.calls, call{kind, node, host, port})
-	if m.hide[kind][node] {
+	if m.hide[kind][node] || (m.hideOdd && node%2 != 0) {
 		return "", 0, false
 	}
 	return gwHost(node), gwPort(node), true
