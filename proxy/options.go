@@ -46,10 +46,20 @@ type Options struct {
 	// max.connections.per.ip do the same).
 	MaxConnections           int
 	MaxConnectionsPerAddress int
-	MaxInFlight              int           // pipelined requests per connection before reading stops
-	IdleTimeout              time.Duration // no frame started for this long closes the connection
-	FrameTimeout             time.Duration // a started frame must finish within this (pushed forward on progress)
-	DrainTimeout             time.Duration // graceful shutdown bound
+	// ConnectionRatePerAddress caps new connections per second from one
+	// IP (burst: the same number); 0 means no cap. AuthFailuresPerAddress
+	// failed SASL authentications from one IP within AuthLockout refuse
+	// its new connections for the rest of AuthLockout; 0 means no lockout.
+	ConnectionRatePerAddress float64
+	AuthFailuresPerAddress   int
+	AuthLockout              time.Duration
+	// AuthTimeout bounds how long a connection on a SASL listener may stay
+	// unauthenticated (a SASL exchange that never finishes).
+	AuthTimeout  time.Duration
+	MaxInFlight  int           // pipelined requests per connection before reading stops
+	IdleTimeout  time.Duration // no frame started for this long closes the connection
+	FrameTimeout time.Duration // a started frame must finish within this (pushed forward on progress)
+	DrainTimeout time.Duration // graceful shutdown bound
 
 	Logger *slog.Logger
 	// Hooks receive metrics events (nil: none). Audit is the audit trail
@@ -114,5 +124,11 @@ func (o *Options) setDefaults() {
 	}
 	if o.Hooks == nil {
 		o.Hooks = noHooks{}
+	}
+	if o.AuthTimeout <= 0 {
+		o.AuthTimeout = 10 * time.Second
+	}
+	if o.AuthLockout <= 0 {
+		o.AuthLockout = time.Minute
 	}
 }

@@ -145,6 +145,7 @@ func (s *session) saslStep(token []byte) ([]byte, bool, error) {
 	if err != nil {
 		st.failures++
 		s.log.Warn("SASL authentication failed", "err", err)
+		s.srv.guard.authFailed(s.subj.Addr.String(), time.Now())
 		return nil, false, err
 	}
 	if !done {

@@ -50,6 +50,7 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[*session]struct{}
 	perIP    map[string]int // open client connections by source IP
+	guard    *addrGuard     // connection rate and auth-failure lockout per IP
 	closing  bool
 	wg       sync.WaitGroup // every goroutine the server starts
 	nextID   atomic.Uint64
@@ -86,6 +87,7 @@ func New(opts Options) (*Server, error) {
 	if s.upstreamMode() {
 		s.nodes = newNodeRegistry()
 	}
+	s.guard = newAddrGuard(opts.ConnectionRatePerAddress, opts.AuthFailuresPerAddress, opts.AuthLockout)
 	return s, nil
 }
 
@@ -180,6 +182,8 @@ func (s *Server) startSession(l *listener, c net.Conn, node int32) {
 		refuse = "max_connections reached"
 	case s.opts.MaxConnectionsPerAddress > 0 && s.perIP[ip] >= s.opts.MaxConnectionsPerAddress:
 		refuse = "max_connections_per_address reached"
+	default:
+		refuse = s.guard.admit(ip, time.Now())
 	}
 	if refuse != "" {
 		s.mu.Unlock()

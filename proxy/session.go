@@ -80,6 +80,8 @@ type session struct {
 	idle     bool
 	draining bool
 
+	started time.Time
+
 	closeOnce sync.Once
 	reason    closeReason
 	closeErr  error
@@ -120,15 +122,16 @@ type result struct {
 func newSession(s *Server, l *listener, c net.Conn, node int32) *session {
 	id := s.nextID.Add(1)
 	sess := &session{
-		srv:    s,
-		l:      l,
-		node:   node,
-		id:     id,
-		client: c,
-		remote: c.RemoteAddr().String(),
-		queue:  make(chan *pending, s.opts.MaxInFlight),
-		closed: make(chan struct{}),
-		mapper: mapper{srv: s, l: l},
+		srv:     s,
+		l:       l,
+		node:    node,
+		id:      id,
+		client:  c,
+		remote:  c.RemoteAddr().String(),
+		queue:   make(chan *pending, s.opts.MaxInFlight),
+		closed:  make(chan struct{}),
+		mapper:  mapper{srv: s, l: l},
+		started: time.Now(),
 	}
 	sess.log = s.log.With("conn", id, "listener", l.opts.Name, "client", sess.remote)
 	sess.subj = policy.Subject{Listener: l.opts.Name, Addr: remoteAddr(sess.remote)}
@@ -265,7 +268,15 @@ func (s *session) readLoop() (closeReason, error) {
 			return closeShutdown, nil
 		}
 		s.idle = true
-		s.client.SetReadDeadline(time.Now().Add(s.srv.opts.IdleTimeout))
+		deadline := time.Now().Add(s.srv.opts.IdleTimeout)
+		if s.sasl != nil && !s.sasl.authed {
+			// Unauthenticated connections get AuthTimeout from their start,
+			// so a SASL exchange that never finishes cannot hold a slot.
+			if d := s.started.Add(s.srv.opts.AuthTimeout); d.Before(deadline) {
+				deadline = d
+			}
+		}
+		s.client.SetReadDeadline(deadline)
 		s.mu.Unlock()
 
 		prefix, err := s.nextPrefix()
@@ -278,6 +289,8 @@ func (s *session) readLoop() (closeReason, error) {
 				return closeShutdown, nil
 			case len(prefix) == 0 && errors.Is(err, io.EOF):
 				return closeClientEOF, nil
+			case errors.Is(err, os.ErrDeadlineExceeded) && s.sasl != nil && !s.sasl.authed:
+				return closeAuthFailed, fmt.Errorf("not authenticated within %v", s.srv.opts.AuthTimeout)
 			case errors.Is(err, os.ErrDeadlineExceeded):
 				return closeIdle, nil
 			case isClosedErr(err):

@@ -1,0 +1,98 @@
+package proxy
+
+import (
+	"container/list"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// addrGuard keeps per-source-address state for the accept path: a token
+// bucket for the connection rate and a count of recent authentication
+// failures. It is bounded: past maxGuarded addresses the least recently
+// seen are forgotten, so a flood of addresses cannot grow it without end.
+type addrGuard struct {
+	rate     float64
+	failures int
+	lockout  time.Duration
+
+	mu    sync.Mutex
+	lru   *list.List // of *guardEntry, most recent first
+	byKey map[string]*list.Element
+}
+
+const maxGuarded = 65536
+
+type guardEntry struct {
+	ip       string
+	limiter  *rate.Limiter
+	fails    []time.Time // within the lockout window
+	lockedAt time.Time
+}
+
+func newAddrGuard(r float64, failures int, lockout time.Duration) *addrGuard {
+	if r <= 0 && failures <= 0 {
+		return nil
+	}
+	return &addrGuard{rate: r, failures: failures, lockout: lockout, lru: list.New(), byKey: make(map[string]*list.Element)}
+}
+
+func (g *addrGuard) entry(ip string) *guardEntry {
+	if el, ok := g.byKey[ip]; ok {
+		g.lru.MoveToFront(el)
+		return el.Value.(*guardEntry)
+	}
+	e := &guardEntry{ip: ip}
+	if g.rate > 0 {
+		e.limiter = rate.NewLimiter(rate.Limit(g.rate), max(1, int(g.rate)))
+	}
+	g.byKey[ip] = g.lru.PushFront(e)
+	if g.lru.Len() > maxGuarded {
+		old := g.lru.Back()
+		g.lru.Remove(old)
+		delete(g.byKey, old.Value.(*guardEntry).ip)
+	}
+	return e
+}
+
+// admit reports why a new connection from ip must be refused, or "".
+func (g *addrGuard) admit(ip string, now time.Time) string {
+	if g == nil {
+		return ""
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e := g.entry(ip)
+	if !e.lockedAt.IsZero() {
+		if now.Sub(e.lockedAt) < g.lockout {
+			return "too many failed authentications from this address"
+		}
+		e.lockedAt, e.fails = time.Time{}, nil
+	}
+	if e.limiter != nil && !e.limiter.AllowN(now, 1) {
+		return "connection rate per address exceeded"
+	}
+	return ""
+}
+
+// authFailed records a failed authentication from ip and locks the address
+// out once it reaches the limit within the lockout window.
+func (g *addrGuard) authFailed(ip string, now time.Time) {
+	if g == nil || g.failures <= 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	e := g.entry(ip)
+	kept := e.fails[:0]
+	for _, t := range e.fails {
+		if now.Sub(t) < g.lockout {
+			kept = append(kept, t)
+		}
+	}
+	e.fails = append(kept, now)
+	if len(e.fails) >= g.failures {
+		e.lockedAt = now
+	}
+}
