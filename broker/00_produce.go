@@ -158,6 +158,9 @@ func (c *Conn) appendOne(p *partition, rp kmsg.ProduceRequestTopicPartition, sp 
 	sp.BaseOffset = res.BaseOffset
 	sp.LogAppendTime = res.LogAppendTime
 	sp.LogStartOffset = res.LogStartOffset
+	if !res.Duplicate {
+		c.b.observeBytes(len(rp.Records), 0)
+	}
 	return 0, "", durable
 }
 

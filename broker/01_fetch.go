@@ -16,13 +16,21 @@ import (
 // Behavior:
 // * Records are served from the segment files as stored (zero-copy, see
 //   fetch_encode.go); whole batches from the one holding FetchOffset, never
-//   past the high watermark (= last stable offset: no transactions yet).
+//   past the high watermark.
+// * read_committed (IsolationLevel 1, KIP-98): never past the last stable
+//   offset either (the first offset of the oldest open transaction); the
+//   partition reports that LSO and, in AbortedTransactions, every aborted
+//   transaction overlapping [FetchOffset, first batch not returned), so the
+//   consumer drops their records (Kafka's UnifiedLog.addAbortedTransactions).
+//   The response's LastStableOffset is the bound the read used.
 // * MaxBytes and PartitionMaxBytes bound the response, except that the first
 //   non-empty partition always returns at least one batch so a consumer can
 //   make progress past a large batch (KIP-74).
 // * Long polling: if fewer than MinBytes are available, no partition erred
 //   and MaxWaitMillis > 0, the answer waits (off the read loop) until
-//   enough data arrives on any partition or the wait ends. Closing the
+//   enough data arrives on any partition or the wait ends: the high
+//   watermark moves, or for read_committed the last stable offset (a
+//   commit or abort marker), as Kafka's DelayedFetch. Closing the
 //   connection cancels the wait.
 // * FetchOffset below the log start offset or above the log end offset is
 //   OFFSET_OUT_OF_RANGE; unknown topics UNKNOWN_TOPIC_OR_PARTITION (by
@@ -33,7 +41,7 @@ import (
 //
 // Version notes:
 // * v4: LastStableOffset, AbortedTransactions (null at read_uncommitted,
-//   empty at read_committed), IsolationLevel; magic 2 batches need v4+,
+//   a list at read_committed), IsolationLevel; magic 2 batches need v4+,
 //   hence min 4 (librdkafka's MsgVer2 needs Fetch >= 4)
 // * v5: LogStartOffset; v7: sessions; v11: PreferredReadReplica (-1)
 // * v12: flexible; v13: topic ids; v15: ReplicaState (ignored: no
@@ -53,6 +61,7 @@ type fetchPart struct {
 	code           int16
 	hw, lso, start int64
 	rr             *storage.ReadResult
+	aborted        []storage.AbortedTxn // read_committed: overlapping rr
 }
 
 // fetchTopic is one requested topic and its partitions.
@@ -127,6 +136,7 @@ func (f *fetch) resolve(items []fetchItem) {
 // read reads every partition once, within the byte limits. It returns the
 // record bytes found and whether any partition erred.
 func (f *fetch) read() (total int, erred bool) {
+	committed := f.req.IsolationLevel == 1
 	remaining := math.MaxInt32
 	if f.req.Version >= 3 && f.req.MaxBytes >= 0 {
 		remaining = int(f.req.MaxBytes)
@@ -142,20 +152,26 @@ func (f *fetch) read() (total int, erred bool) {
 				erred = true
 				continue
 			}
-			fp.code = 0
+			fp.code, fp.aborted = 0, nil
 			l := fp.p.log
+			// The LSO first: it only grows, so a read bounded by it never
+			// passes the one the response reports.
+			fp.lso = l.LastStableOffset()
 			fp.hw, fp.start = l.HighWatermark(), l.LogStartOffset()
-			fp.lso = fp.hw
+			end := fp.hw
+			if committed {
+				end = fp.lso
+			}
 			switch {
 			case fp.offset < fp.start || fp.offset > l.LogEndOffset():
 				fp.code = kerr.OffsetOutOfRange.Code
 				erred = true
 				continue
-			case fp.offset >= fp.hw || remaining <= 0 || fp.maxBytes <= 0:
+			case fp.offset >= end || remaining <= 0 || fp.maxBytes <= 0:
 				continue
 			}
 			limit := min(int(fp.maxBytes), remaining)
-			rr, err := l.Read(fp.offset, int32(limit))
+			rr, err := l.ReadUpTo(fp.offset, int32(limit), end)
 			if err != nil {
 				fp.code = storageCode(err)
 				if fp.code == kerr.KafkaStorageError.Code {
@@ -164,7 +180,10 @@ func (f *fetch) read() (total int, erred bool) {
 				erred = true
 				continue
 			}
-			fp.hw, fp.start, fp.lso = rr.HighWatermark, rr.LogStartOffset, rr.LastStableOffset
+			fp.hw, fp.start = rr.HighWatermark, rr.LogStartOffset
+			if !committed {
+				fp.lso = rr.LastStableOffset
+			}
 			// Only the first non-empty partition may exceed the limits.
 			if total > 0 && rr.Size > limit {
 				rr.Release()
@@ -175,6 +194,9 @@ func (f *fetch) read() (total int, erred bool) {
 				continue
 			}
 			fp.rr = rr
+			if committed {
+				fp.aborted = l.AbortedTransactions(fp.offset, rr.NextOffset)
+			}
 			total += rr.Size
 			remaining -= rr.Size
 		}
@@ -189,7 +211,8 @@ func (f *fetch) longPoll(maxWait time.Duration, r reply) {
 	defer deadline.Stop()
 	for {
 		// Case 0: deadline, 1: connection closed, 2: broker closing; then
-		// one case per partition: its high watermark passed what we saw.
+		// one case per partition: its high watermark (read_committed: its
+		// last stable offset) passed what we saw.
 		cases := []reflect.SelectCase{
 			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline.C)},
 			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(f.c.done)},
@@ -197,9 +220,14 @@ func (f *fetch) longPoll(maxWait time.Duration, r reply) {
 		}
 		for _, ft := range f.topics {
 			for _, fp := range ft.parts {
-				if fp.p != nil {
-					cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(fp.p.log.Wait(max(fp.offset, fp.hw)))})
+				if fp.p == nil {
+					continue
 				}
+				ch := fp.p.log.Wait(max(fp.offset, fp.hw))
+				if f.req.IsolationLevel == 1 {
+					ch = fp.p.log.WaitStable(max(fp.offset, fp.lso))
+				}
+				cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
 			}
 		}
 		chosen, _, _ := reflect.Select(cases)

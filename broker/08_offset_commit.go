@@ -31,7 +31,8 @@ import (
 // * v1: Generation, MemberID, Timestamp (ignored); v2-4: RetentionTimeMillis
 //   (ignored, as Kafka 2.1+ does); v3: ThrottleMillis; v6: LeaderEpoch
 // * v7: InstanceID; v8: flexible; v9: KIP-848 member epochs (classic
-//   groups treat them as generations); v10: topic ids
+//   groups treat them as generations; consumer groups check them with
+//   checkCGCommit, consumer_groups.go); v10: topic ids
 
 func init() { regKey(8, 0, 10, handleOffsetCommit) }
 
@@ -104,6 +105,9 @@ func handleOffsetCommit(c *Conn, kreq kmsg.Request, r reply) {
 // checkCommit is Kafka's ClassicGroup.validateOffsetCommit; the caller
 // holds g.mu. A valid commit from a member extends its session.
 func (g *group) checkCommit(generation int32, memberID string, instance *string) int16 {
+	if g.cg != nil {
+		return g.checkCGCommit(generation, memberID)
+	}
 	if generation < 0 && len(g.members) == 0 {
 		return 0
 	}

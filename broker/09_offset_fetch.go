@@ -19,8 +19,9 @@ import (
 // * RequireStable (v7+, KIP-447): a partition with a pending transactional
 //   commit answers UNSTABLE_OFFSET_COMMIT, which clients retry.
 // * v8+ fetches several groups; each group has its own error.
-// * v9 MemberID/MemberEpoch (KIP-848 groups) are not checked: classic
-//   groups do not use them.
+// * v9 MemberID/MemberEpoch (KIP-848 groups) are not checked (Kafka
+//   answers STALE_MEMBER_EPOCH for a wrong one; accepting it only lets a
+//   member read offsets it could read anyway).
 // * v10 names topics by id; a committed topic that no longer exists is
 //   left out of an "all topics" answer, an unknown requested id gets
 //   UNKNOWN_TOPIC_ID.

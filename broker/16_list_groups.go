@@ -10,10 +10,11 @@ import (
 //
 // Behavior:
 // * Every group with its protocol type ("" for groups that only hold
-//   standalone commits), state (v4+) and type (v5+, always "classic").
+//   standalone commits), state (v4+) and type (v5+: "classic", or
+//   "consumer" for KIP-848 groups, whose state is the ConsumerGroupState
+//   name: Empty, Assigning, Reconciling, Stable).
 // * StatesFilter (v4, KIP-518) and TypesFilter (v5, KIP-848) match
-//   case-insensitively, as Kafka does; an empty filter matches all. A
-//   filter for "consumer" groups (KIP-848) matches none.
+//   case-insensitively, as Kafka does; an empty filter matches all.
 //
 // Version notes:
 // * v1: ThrottleMillis; v3: flexible; v4: StatesFilter, GroupState;
@@ -36,13 +37,16 @@ func handleListGroups(c *Conn, req *kmsg.ListGroupsRequest) (kmsg.Response, erro
 	}
 	for _, g := range c.b.groups.groups() {
 		g.mu.Lock()
-		dead, state, ptype := g.dead, g.state.String(), g.protocolType
+		dead, state, ptype, gtype := g.dead, g.state.String(), g.protocolType, groupTypeClassic
+		if g.cg != nil {
+			state, gtype = g.cg.state(), groupTypeConsumer
+		}
 		g.mu.Unlock()
-		if dead || !matches(req.StatesFilter, state) || !matches(req.TypesFilter, groupTypeClassic) {
+		if dead || !matches(req.StatesFilter, state) || !matches(req.TypesFilter, gtype) {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()
-		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.name, ptype, state, groupTypeClassic
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.name, ptype, state, gtype
 		resp.Groups = append(resp.Groups, lg)
 	}
 	return resp, nil

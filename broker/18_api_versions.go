@@ -21,8 +21,9 @@ import (
 // * v3+: ClientSoftwareName/Version must match
 //   [a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?, else INVALID_REQUEST (the
 //   broker's ApiVersionsRequest.isValid); librdkafka then retries at v0.
-// * No feature flags: we finalize none, so clients do not switch on
-//   transactions v2 or KIP-848 groups.
+// * Features (v3+): group.version 1 is supported and finalized (KIP-848
+//   consumer groups, 68/69); transaction.version is not advertised, so
+//   clients do not switch on transactions v2 (KIP-890).
 //
 // Version notes:
 // * v1: ThrottleMillis
@@ -39,6 +40,15 @@ func handleApiVersions(c *Conn, req *kmsg.ApiVersionsRequest) (kmsg.Response, er
 		return resp, nil
 	}
 	resp.ApiKeys = advertisedKeys()
+	if req.Version >= 3 {
+		sf := kmsg.NewApiVersionsResponseSupportedFeature()
+		sf.Name, sf.MinVersion, sf.MaxVersion = "group.version", 0, 1
+		resp.SupportedFeatures = []kmsg.ApiVersionsResponseSupportedFeature{sf}
+		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = "group.version", 1, 1
+		resp.FinalizedFeatures = []kmsg.ApiVersionsResponseFinalizedFeature{ff}
+		resp.FinalizedFeaturesEpoch = 1
+	}
 	return resp, nil
 }
 

@@ -216,8 +216,13 @@ func TestApiVersionsAndUnsupported(t *testing.T) {
 	if keys[11] != [2]int16{0, 9} {
 		t.Fatalf("advertised JoinGroup %v, want v0-9", keys[11])
 	}
-	if _, ok := keys[68]; ok {
-		t.Fatal("ConsumerGroupHeartbeat (KIP-848) advertised; it is not implemented")
+	// KIP-848 groups: both keys and the group.version feature, which
+	// clients check before speaking the consumer protocol.
+	if keys[68] != [2]int16{0, 1} || keys[69] != [2]int16{0, 1} {
+		t.Fatalf("advertised ConsumerGroupHeartbeat %v ConsumerGroupDescribe %v, want v0-1", keys[68], keys[69])
+	}
+	if len(resp.FinalizedFeatures) != 1 || resp.FinalizedFeatures[0].Name != "group.version" || resp.FinalizedFeatures[0].MaxVersionLevel != 1 {
+		t.Fatalf("finalized features %+v, want group.version 1", resp.FinalizedFeatures)
 	}
 
 	preq := kmsg.NewPtrProduceRequest()
@@ -226,7 +231,7 @@ func TestApiVersionsAndUnsupported(t *testing.T) {
 		t.Fatalf("produce v2: %v, want the connection closed", err)
 	}
 	// An unregistered key closes the connection too.
-	if _, err := rawRoundTrip(t, srv.addr(), 68, 0, nil); err == nil {
-		t.Fatal("ConsumerGroupHeartbeat answered")
+	if _, err := rawRoundTrip(t, srv.addr(), 76, 0, nil); err == nil {
+		t.Fatal("ShareGroupHeartbeat answered")
 	}
 }

@@ -5,9 +5,10 @@
 // with regKey, and ApiVersions is derived from that registry. Partition logs
 // are package broker/storage; this package owns the topic registry (names,
 // ids, partition counts, configs, persisted in the data directory), the
-// producer id allocator, the group and transaction coordinators (groups.go,
-// txns.go; their state is the coordinator journal, groups_journal.go), and
-// the protocol.
+// producer id allocator, the group and transaction coordinators (groups.go
+// for classic groups, consumer_groups.go for KIP-848 groups, txns.go; their
+// state is the coordinator journal, groups_journal.go), the stats the
+// metrics layer reads (stats.go), and the protocol.
 //
 // Ownership (STYLE.md example 2): the topic registry is guarded by
 // Broker.mu, held only to look up or change the map, never across I/O on a
@@ -65,6 +66,16 @@ type Config struct {
 	// TransactionMaxTimeout caps a transactional producer's
 	// transaction.timeout.ms (transaction.max.timeout.ms; 15 min).
 	TransactionMaxTimeout time.Duration
+
+	// ConsumerGroupSessionTimeout and ConsumerGroupHeartbeatInterval are
+	// the KIP-848 group timings (group.consumer.session.timeout.ms and
+	// group.consumer.heartbeat.interval.ms; 45 s and 5 s).
+	ConsumerGroupSessionTimeout    time.Duration
+	ConsumerGroupHeartbeatInterval time.Duration
+
+	// Observer, if not nil, is told of every segment fsync and of the
+	// record bytes produced and fetched (stats.go).
+	Observer Observer
 }
 
 // Broker is one open data directory serving Kafka requests.
@@ -131,6 +142,9 @@ func Open(cfg Config) (*Broker, error) {
 		advertisedPort: 9092,
 		stop:           make(chan struct{}),
 		retainEv:       30 * time.Second,
+	}
+	if cfg.Observer != nil {
+		b.syncer.SetFsyncObserver(cfg.Observer.FsyncObserved)
 	}
 	if err := b.load(); err != nil {
 		b.closeLogs()

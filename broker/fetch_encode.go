@@ -182,6 +182,7 @@ func (f *fetch) encode() *fetchBody {
 		return e.body
 	}
 	f.settleSession()
+	served := 0
 	nt := 0
 	for ti := range f.topics {
 		if f.topics[ti].included() > 0 {
@@ -220,15 +221,23 @@ func (f *fetch) encode() *fetchBody {
 			}
 			if v >= 4 {
 				// Kafka sends null aborted transactions at read_uncommitted
-				// and a list (empty: no transactions yet) at read_committed.
+				// and a list (possibly empty) at read_committed.
 				if f.req.IsolationLevel == 1 {
-					e.arrayLen(0)
+					e.arrayLen(len(fp.aborted))
+					for _, a := range fp.aborted {
+						e.i64(a.ProducerID)
+						e.i64(a.FirstOffset)
+						e.emptyTags()
+					}
 				} else {
 					e.nullArray()
 				}
 			}
 			if v >= 11 {
 				e.i32(-1) // PreferredReadReplica
+			}
+			if fp.rr != nil {
+				served += fp.rr.Size
 			}
 			e.records(fp.rr)
 			fp.rr = nil // owned by the body now
@@ -238,6 +247,7 @@ func (f *fetch) encode() *fetchBody {
 	}
 	e.emptyTags()
 	e.flush()
+	f.c.b.observeBytes(0, served)
 	return e.body
 }
 

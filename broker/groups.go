@@ -128,6 +128,9 @@ type group struct {
 	offsets      map[string]map[int32]committed
 	emptySince   time.Time
 	dead         bool
+	// cg is set for a KIP-848 consumer group (consumer_groups.go); its
+	// members are not in members.
+	cg *consumerGroup
 }
 
 // coordinator owns every group.
@@ -232,6 +235,9 @@ func (g *group) stopTimers() {
 	}
 	if g.syncT != nil {
 		g.syncT.Stop()
+	}
+	if g.cg != nil {
+		g.cg.stopTimers()
 	}
 }
 
@@ -474,6 +480,12 @@ func (g *group) selectProtocol() string {
 func (g *group) supportsGroupProtocols(protocolType string, ps []kmsg.JoinGroupRequestProtocol, self string) bool {
 	if protocolType == "" || len(ps) == 0 {
 		return false
+	}
+	if g.cg != nil {
+		if len(g.cg.members) > 0 {
+			return false // a KIP-848 group in use: no mixing of protocols
+		}
+		g.cg = nil // an empty consumer group becomes classic
 	}
 	if len(g.members) == 0 {
 		return true
@@ -827,6 +839,18 @@ type GroupLag struct {
 	End       int64
 	// Lag is End - Committed (0 when End is unknown or behind).
 	Lag int64
+	// Members is the group's member count when it was read.
+	Members int
+}
+
+// memberCount is the group's members, classic or KIP-848. Caller holds
+// g.mu.
+func (g *group) memberCount() int {
+	n := len(g.members)
+	if g.cg != nil {
+		n += len(g.cg.members)
+	}
+	return n
 }
 
 // GroupLag returns the lag of every committed partition of every group,
@@ -838,7 +862,7 @@ func (b *Broker) GroupLag() []GroupLag {
 		g.mu.Lock()
 		for t, ps := range g.offsets {
 			for p, oc := range ps {
-				out = append(out, GroupLag{Group: g.name, Topic: t, Partition: p, Committed: oc.Offset, End: -1})
+				out = append(out, GroupLag{Group: g.name, Topic: t, Partition: p, Committed: oc.Offset, End: -1, Members: g.memberCount()})
 			}
 		}
 		g.mu.Unlock()

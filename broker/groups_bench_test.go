@@ -38,7 +38,7 @@ func BenchmarkRebalance(b *testing.B) {
 			}
 			cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumerGroup(group), kgo.ConsumeTopics("reb"),
 				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond),
-				kgo.HeartbeatInterval(100*time.Millisecond), fetchBelowV16(),
+				kgo.HeartbeatInterval(100*time.Millisecond),
 				kgo.OnPartitionsAssigned(count(1)), kgo.OnPartitionsRevoked(count(-1)), kgo.OnPartitionsLost(count(-1)))
 			if err != nil {
 				b.Fatal(err)

@@ -17,7 +17,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/kversion"
 )
 
 // produceValues produces "<prefix><i>" for i in [from, to) round-robin
@@ -51,17 +50,6 @@ func (s *seen) len() int {
 	return len(s.m)
 }
 
-// fetchBelowV16 caps Fetch at v15 for consumers behind the gateway: Fetch
-// v16+ carries NodeEndpoints, so the gateway must rewrite it, and it
-// refuses the built-in broker's streamed (sendfile) Fetch body ("Fetch
-// response is not in memory", proxy/session.go writeLocal). Remove once
-// the gateway and broker agree on that.
-func fetchBelowV16() kgo.Opt {
-	vs := kversion.Stable()
-	vs.SetMaxKeyVersion(1, 15)
-	return kgo.MaxVersions(vs)
-}
-
 // groupMember runs a kgo group consumer until stopped; it records what it
 // consumes and which partitions it owns.
 type groupMember struct {
@@ -77,7 +65,6 @@ func startMember(t testing.TB, addr, group, topic string, s *seen, opts ...kgo.O
 		kgo.FetchMaxWait(200 * time.Millisecond),
 		kgo.HeartbeatInterval(200 * time.Millisecond),
 		kgo.AutoCommitInterval(200 * time.Millisecond),
-		fetchBelowV16(),
 	}, opts...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &groupMember{cl: cl, stop: cancel, done: make(chan struct{})}

@@ -14,6 +14,19 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // makeBatch encodes one uncompressed magic-2 batch holding values, as a
 // non-idempotent producer would send it.
 func makeBatch(values ...[]byte) []byte {
+	return makeProducerBatch(-1, -1, -1, values...)
+}
+
+// makeTxnBatch encodes a transactional batch of producer pid (epoch 0)
+// starting at sequence seq.
+func makeTxnBatch(pid int64, seq int32, values ...[]byte) []byte {
+	raw := makeProducerBatch(pid, 0, seq, values...)
+	binary.BigEndian.PutUint16(raw[21:], 0x10) // transactional
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], castagnoli))
+	return raw
+}
+
+func makeProducerBatch(pid int64, epoch int16, seq int32, values ...[]byte) []byte {
 	var recs []byte
 	for i, v := range values {
 		r := kmsg.Record{OffsetDelta: int32(i), Value: v}
@@ -26,7 +39,7 @@ func makeBatch(values ...[]byte) []byte {
 		PartitionLeaderEpoch: -1, Magic: 2,
 		LastOffsetDelta: int32(len(values) - 1),
 		FirstTimestamp:  now, MaxTimestamp: now,
-		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
+		ProducerID: pid, ProducerEpoch: epoch, FirstSequence: seq,
 		NumRecords: int32(len(values)), Records: recs,
 	}
 	raw := b.AppendTo(nil)

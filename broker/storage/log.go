@@ -34,6 +34,7 @@ type Log struct {
 	hwPos     int64
 	ps        producerState
 	waiters   map[int64]chan struct{} // Wait: closed when hw > key
+	stable    map[int64]chan struct{} // WaitStable: closed when the LSO > key
 	pending   []pendingAck            // FsyncAlways acks waiting for a flush
 	failed    error                   // sticky: a failed fsync (see flush)
 	closed    bool
@@ -99,6 +100,7 @@ func OpenLog(dir string, cfg LogConfig, s *Syncer) (*Log, error) {
 		cfg:     cfg.normalized(),
 		ps:      newProducerState(),
 		waiters: map[int64]chan struct{}{},
+		stable:  map[int64]chan struct{}{},
 		writeAt: func(f *os.File, b []byte, off int64) (int, error) { return f.WriteAt(b, off) },
 	}
 	if s != nil {
@@ -336,6 +338,18 @@ func (l *Log) setHW(off int64, seg *segment, pos int64) {
 			delete(l.waiters, w)
 		}
 	}
+	// The last stable offset moves only here: it is min(hw, first open
+	// transaction), and a marker that closes a transaction is an append,
+	// which moves the high watermark (at once, or after its fsync).
+	if len(l.stable) > 0 {
+		lso := l.lsoLocked()
+		for w, ch := range l.stable {
+			if w < lso {
+				close(ch)
+				delete(l.stable, w)
+			}
+		}
+	}
 	keep := l.pending[:0]
 	for _, p := range l.pending {
 		if p.end <= off {
@@ -412,9 +426,11 @@ func (l *Log) flush(mode flushMode) error {
 	}
 	for _, s := range dirty {
 		if err == nil {
+			start := time.Now()
 			if serr := fdatasync(s.f); serr != nil {
 				err = fmt.Errorf("fdatasync %s: %w", s.logPath(), serr)
 			}
+			l.syncer.observeFsync(time.Since(start))
 		}
 	}
 	if err == nil && ck != nil && ckErr == nil {
@@ -477,6 +493,25 @@ func (l *Log) Wait(offset int64) <-chan struct{} {
 	if !ok {
 		ch = make(chan struct{})
 		l.waiters[offset] = ch
+	}
+	return ch
+}
+
+// WaitStable returns a channel closed once the last stable offset is past
+// offset (a read_committed long-poll Fetch: a commit or abort marker makes
+// the open transaction's records readable), or the log closes.
+func (l *Log) WaitStable(offset int64) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lsoLocked() > offset || l.closed {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	ch, ok := l.stable[offset]
+	if !ok {
+		ch = make(chan struct{})
+		l.stable[offset] = ch
 	}
 	return ch
 }
@@ -566,6 +601,10 @@ func (l *Log) Close() error {
 	for w, ch := range l.waiters {
 		close(ch)
 		delete(l.waiters, w)
+	}
+	for w, ch := range l.stable {
+		close(ch)
+		delete(l.stable, w)
 	}
 	if l.failed == nil && len(l.pending) > 0 {
 		l.failed = fmt.Errorf("%w: log %s closed", ErrStorage, l.dir)

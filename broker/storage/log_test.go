@@ -233,6 +233,11 @@ func TestRetention(t *testing.T) {
 		sp.baseTs = base + int64(i)*1000
 		mustAppend(t, l, makeBatch(t, sp))
 	}
+	// Rolls started background retention passes (retainSoon); let them
+	// finish before the configuration changes, or a late pass applies the
+	// new retention.ms at the wall clock and the test reads l.segs while
+	// it changes.
+	waitRetained(t, l)
 	segs := len(l.segs)
 	if segs < 5 {
 		t.Fatalf("%d segments", segs)
@@ -267,6 +272,18 @@ func TestRetention(t *testing.T) {
 		t.Fatal("retention.bytes deleted the active segment's predecessors too eagerly")
 	}
 	readAll(t, l, l.LogStartOffset())
+}
+
+// waitRetained waits until no roll-time retention pass is running.
+func waitRetained(t *testing.T, l *Log) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for l.retaining.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("background retention pass did not finish")
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func TestDeleteRecordsPersisted(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"sort"
 	"sync"
@@ -31,6 +32,11 @@ type ReadResult struct {
 	HighWatermark, LogStartOffset, LastStableOffset int64
 	Size                                            int // total bytes of Sections
 	Sections                                        []Section
+	// NextOffset is the base offset of the first batch after the returned
+	// ones (the read's end when it returned everything there was): the
+	// upper bound of the aborted transactions a read_committed Fetch
+	// reports, as Kafka's LogSegment.fetchUpperBoundOffset.
+	NextOffset int64
 }
 
 // Release drops the result's references on its segments.
@@ -45,6 +51,15 @@ func (r *ReadResult) Release() {
 // batch). An offset equal to the high watermark (or between it and the log
 // end, while an fsync is pending) yields an empty result.
 func (l *Log) Read(offset int64, maxBytes int32) (*ReadResult, error) {
+	return l.ReadUpTo(offset, maxBytes, math.MaxInt64)
+}
+
+// ReadUpTo is Read that also leaves out every batch whose base offset is at
+// or past upTo. A read_committed Fetch passes the last stable offset (a
+// batch boundary: the first batch of the oldest open transaction), so it
+// never sees a transaction that may still abort (KIP-98). An offset at or
+// past upTo yields an empty result.
+func (l *Log) ReadUpTo(offset int64, maxBytes int32, upTo int64) (*ReadResult, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
@@ -53,9 +68,13 @@ func (l *Log) Read(offset int64, maxBytes int32) (*ReadResult, error) {
 	if offset < l.logStart || offset > l.leo {
 		return nil, fmt.Errorf("%w: offset %d, log has [%d, %d)", ErrOffsetOutOfRange, offset, l.logStart, l.leo)
 	}
-	r := &ReadResult{HighWatermark: l.hw, LogStartOffset: l.logStart, LastStableOffset: l.lsoLocked()}
-	if offset >= l.hw {
+	r := &ReadResult{HighWatermark: l.hw, LogStartOffset: l.logStart, LastStableOffset: l.lsoLocked(), NextOffset: offset}
+	if offset >= l.hw || offset >= upTo {
 		return r, nil
+	}
+	stop, err := l.stopLocked(upTo)
+	if err != nil {
+		return nil, err
 	}
 	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset }) - 1
 	if i < 0 {
@@ -71,8 +90,9 @@ func (l *Log) Read(offset int64, maxBytes int32) (*ReadResult, error) {
 	}
 	budget := max(int64(maxBytes), 0)
 	for {
-		limit := l.limitLocked(seg)
+		limit := stop.limit(seg)
 		end := pos
+		var next int64 = -1 // base offset of the batch at end, when read
 		for end < limit {
 			if jp := seg.lookupPos(pos + budget); jp > end && jp <= limit {
 				end = jp // indexed boundaries: whole batches that fit
@@ -85,6 +105,7 @@ func (l *Log) Read(offset int64, maxBytes int32) (*ReadResult, error) {
 				return nil, fmt.Errorf("%w: %w", ErrStorage, err)
 			}
 			if end-pos+int64(h.size()) > budget && (r.Size > 0 || end > pos) {
+				next = h.baseOffset
 				break
 			}
 			end += int64(h.size())
@@ -95,7 +116,28 @@ func (l *Log) Read(offset int64, maxBytes int32) (*ReadResult, error) {
 			r.Size += int(end - pos)
 			budget -= end - pos
 		}
-		if end < limit || seg == l.hwSeg || i+1 >= len(l.segs) || budget <= 0 {
+		last := seg == stop.seg || i+1 >= len(l.segs)
+		if end < limit || last || budget <= 0 {
+			switch {
+			case end == limit && seg == stop.seg:
+				r.NextOffset = stop.offset
+			case end == seg.size && !last:
+				r.NextOffset = l.segs[i+1].base
+			case next >= 0:
+				r.NextOffset = next
+			case end < seg.size:
+				// The index jump stopped at a boundary whose offset we have
+				// not read.
+				var hb [batchHeaderSize]byte
+				h, err := seg.readHeader(end, &hb)
+				if err != nil {
+					r.Release()
+					return nil, fmt.Errorf("%w: %w", ErrStorage, err)
+				}
+				r.NextOffset = h.baseOffset
+			default:
+				r.NextOffset = l.leo
+			}
 			return r, nil
 		}
 		i++
@@ -107,15 +149,56 @@ func (l *Log) Read(offset int64, maxBytes int32) (*ReadResult, error) {
 	}
 }
 
-// limitLocked is how far seg may be read: its end, or the high watermark.
-func (l *Log) limitLocked(seg *segment) int64 {
+// readStop is where a read ends: at pos of seg, which is offset.
+type readStop struct {
+	seg    *segment
+	pos    int64
+	offset int64
+}
+
+// limit is how far seg may be read.
+func (s readStop) limit(seg *segment) int64 {
 	switch {
-	case seg == l.hwSeg:
-		return l.hwPos
-	case l.hwSeg != nil && seg.base > l.hwSeg.base:
+	case seg == s.seg:
+		return s.pos
+	case s.seg != nil && seg.base > s.seg.base:
 		return 0
 	}
 	return seg.size
+}
+
+// stopLocked finds where a read up to upTo ends: the high watermark, or
+// the first batch below it whose base offset is at least upTo. Caller
+// holds mu (read).
+func (l *Log) stopLocked(upTo int64) (readStop, error) {
+	if upTo >= l.hw {
+		return readStop{seg: l.hwSeg, pos: l.hwPos, offset: l.hw}, nil
+	}
+	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > upTo }) - 1
+	if i < 0 {
+		i = 0
+	}
+	seg := l.segs[i]
+	if err := seg.loadIndexes(seg.size); err != nil {
+		return readStop{}, fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	pos, err := l.findBatch(seg, upTo)
+	if err != nil {
+		return readStop{}, err
+	}
+	st := readStop{seg: seg, pos: pos, offset: upTo}
+	if pos < seg.size {
+		var hb [batchHeaderSize]byte
+		h, err := seg.readHeader(pos, &hb)
+		if err != nil {
+			return readStop{}, fmt.Errorf("%w: %w", ErrStorage, err)
+		}
+		if h.baseOffset < upTo {
+			// upTo falls inside this batch, which starts below it: keep it.
+			st.pos, st.offset = pos+int64(h.size()), h.lastOffset()+1
+		}
+	}
+	return st, nil
 }
 
 // findBatch returns the position of the batch of seg containing offset.
@@ -232,4 +315,10 @@ func (r *ReadResult) AppendTo(b []byte) ([]byte, error) {
 		}
 	}
 	return b, nil
+}
+
+// limitLocked is how far seg may be read: its end, or the high watermark.
+// Caller holds mu.
+func (l *Log) limitLocked(seg *segment) int64 {
+	return readStop{seg: l.hwSeg, pos: l.hwPos}.limit(seg)
 }

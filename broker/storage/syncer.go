@@ -2,6 +2,7 @@ package storage
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,6 +26,8 @@ type Syncer struct {
 	kick   chan struct{} // capacity 1
 	quit   chan struct{}
 	done   chan struct{}
+
+	observer atomic.Pointer[func(time.Duration)] // SetFsyncObserver
 }
 
 // maxParallelSyncs bounds the fdatasyncs a round runs at once: concurrent
@@ -47,6 +50,29 @@ func NewSyncer(p FsyncPolicy, interval time.Duration) *Syncer {
 	}
 	go s.run()
 	return s
+}
+
+// SetFsyncObserver registers fn to be told how long each fdatasync of a
+// segment file of the logs sharing s took (metrics); nil removes it. It is
+// safe to call at any time. fn runs on the flushing goroutine with no log
+// lock held and must be quick.
+func (s *Syncer) SetFsyncObserver(fn func(time.Duration)) {
+	if fn == nil {
+		s.observer.Store(nil)
+		return
+	}
+	s.observer.Store(&fn)
+}
+
+// observeFsync reports one fdatasync's duration to the observer, if any.
+// s may be nil (a log without a Syncer).
+func (s *Syncer) observeFsync(d time.Duration) {
+	if s == nil {
+		return
+	}
+	if fn := s.observer.Load(); fn != nil {
+		(*fn)(d)
+	}
 }
 
 // Policy returns the fsync policy.
