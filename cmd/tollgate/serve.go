@@ -115,12 +115,15 @@ func serve(ctx context.Context, cfg *configs.Config, file string, logOut io.Writ
 		return fmt.Errorf("audit: %w", err)
 	}
 	defer trail.Close()
-	opts, closeBackend, err := buildOptions(cfg, log)
+	opts, b, closeBackend, err := buildOptions(cfg, log, m)
 	if err != nil {
 		return err
 	}
 	defer closeBackend()
 	opts.Hooks, opts.Audit = m, trail
+	if b != nil {
+		m.WatchBroker(brokerStats{b})
+	}
 	srv, err := proxy.New(opts)
 	if err != nil {
 		return err
@@ -223,7 +226,7 @@ func reloadPolicy(file string, srv *proxy.Server) error {
 
 // buildOptions turns the validated configuration into the proxy's runtime
 // plan, opening the built-in broker when there is no upstream.
-func buildOptions(cfg *configs.Config, log *slog.Logger) (proxy.Options, func(), error) {
+func buildOptions(cfg *configs.Config, log *slog.Logger, obs broker.Observer) (proxy.Options, *broker.Broker, func(), error) {
 	opts := proxy.Options{
 		MaxFrameBytes:            int32(min(int64(cfg.Limits.MaxFrameBytes), 1<<31-1)),
 		MaxInFlight:              cfg.Limits.MaxInFlight,
@@ -256,15 +259,15 @@ func buildOptions(cfg *configs.Config, log *slog.Logger) (proxy.Options, func(),
 		if u.TLS != nil {
 			tc, err := upstreamTLS(u.TLS)
 			if err != nil {
-				return opts, nil, err
+				return opts, nil, nil, err
 			}
 			opts.UpstreamTLS = tc
 		}
-		return opts, func() {}, nil
+		return opts, nil, func() {}, nil
 	}
 	policy, err := storage.ParseFsyncPolicy(cfg.Broker.Fsync)
 	if err != nil {
-		return opts, nil, err
+		return opts, nil, nil, err
 	}
 	b, err := broker.Open(broker.Config{
 		DataDir:          cfg.Broker.DataDir,
@@ -273,13 +276,14 @@ func buildOptions(cfg *configs.Config, log *slog.Logger) (proxy.Options, func(),
 		AutoCreateTopics: cfg.Broker.AutoCreateTopics,
 		TopicDefaults:    cfg.Broker.Defaults,
 		Logger:           log,
+		Observer:         obs,
 	})
 	if err != nil {
-		return opts, nil, fmt.Errorf("open built-in broker: %w", err)
+		return opts, nil, nil, fmt.Errorf("open built-in broker: %w", err)
 	}
 	log.Info("built-in broker", "data_dir", cfg.Broker.DataDir, "fsync", cfg.Broker.Fsync)
 	opts.Local = proxy.LocalFunc(func(remote string) proxy.LocalConn { return b.NewConn(remote) })
-	return opts, func() {
+	return opts, b, func() {
 		if err := b.Close(); err != nil {
 			log.Error("close built-in broker", "err", err)
 		}
