@@ -74,8 +74,10 @@ type Listener struct {
 	// chosen by the kernel (tests).
 	BrokerPortBase *int `yaml:"broker_port_base,omitempty"`
 
-	// NOTE: tls and sasl join here in later issues; the decoder rejects
-	// them until then because it rejects every unknown field.
+	// TLS, when set, makes the listener speak TLS (see security.go).
+	TLS *ListenerTLS `yaml:"tls,omitempty"`
+	// SASL, when set, makes the gateway the SASL server on this listener.
+	SASL *ListenerSASL `yaml:"sasl,omitempty"`
 }
 
 // Upstream is the Kafka cluster the gateway forwards to.
@@ -85,6 +87,9 @@ type Upstream struct {
 	Bootstrap []string `yaml:"bootstrap"`
 	// TLS, when set (even to {}), makes upstream connections use TLS.
 	TLS *UpstreamTLS `yaml:"tls,omitempty"`
+	// SASL is the gateway's own identity towards the brokers, or
+	// passthrough (see security.go). Nil: no SASL upstream.
+	SASL *UpstreamSASL `yaml:"sasl,omitempty"`
 	// DialTimeout bounds one TCP (and TLS) connect to a broker.
 	DialTimeout Duration `yaml:"dial_timeout"`
 	// MetadataRefresh is how often the gateway refreshes its view of the

@@ -433,11 +433,7 @@ func (d *decoder) mergePairs(val *yaml.Node, path string, depth int) []pair {
 
 // notYet names sections that later versions add, so the error says so
 // rather than suggesting a typo. Paths have list indexes removed.
-var notYet = map[string]bool{
-	"listeners.tls":  true,
-	"listeners.sasl": true,
-	"upstream.sasl":  true,
-}
+var notYet = map[string]bool{}
 
 var indexRE = regexp.MustCompile(`\[\d+\]`)
 

@@ -34,6 +34,8 @@
 //	    advertise: ""           # host or host:port clients are told; default below
 //	    brokers: port-per-broker  # only mode so far ("sni", "single-port": not supported yet)
 //	    broker_port_base: ~     # upstream node N is served at base+N (unused by the built-in broker, served at listen); default listen port + 1; 0 = kernel-chosen
+//	    tls: ~                  # client-facing TLS: {cert, key, client_ca, min_version, ciphers, principal_from, principal_mapping_rules}; see security.go
+//	    sasl: ~                 # SASL termination: {mechanisms, users_file, oauthbearer, max_reauth}; see security.go
 //	upstream:                   # absent, or empty bootstrap: the built-in broker is the backend
 //	  bootstrap: [host:9092]    # also "a:9092,b:9092" as one string
 //	  tls:                      # present (even {}) = TLS to the brokers
@@ -42,6 +44,7 @@
 //	    key: ""
 //	    server_name: ""         # name to verify; default the dialled host
 //	    insecure_skip_verify: false   # not together with ca
+//	  sasl: ~                   # {mechanism, username, password_file | token_file}, or passthrough; see security.go
 //	  dial_timeout: 10s
 //	  metadata_refresh: 30s     # how often the broker list is refreshed
 //	broker:                     # the built-in broker (ignored with an upstream)
@@ -113,9 +116,9 @@
 //
 // # Adding a section
 //
-// Sections that later versions add (listener tls and sasl, upstream sasl)
-// are rejected today with "not supported in this version".
-// A new section is a struct with yaml tags in config.go, defaults in
+// A section that a later version adds can be listed in decode.go's notYet
+// so that it is rejected with "not supported in this version" rather than
+// a typo hint. A new section is a struct with yaml tags in config.go, defaults in
 // Default (or setDefaults for list entries and optional sections), checks
 // in validate.go, and a line in the schema above; the decoder needs no
 // change, and its error positions come for free.

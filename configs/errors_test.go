@@ -67,8 +67,8 @@ func TestParseErrors(t *testing.T) {
 		{"tls is a device", "upstream:\n  tls: {ca: /dev/zero}\n", "2:13", "upstream.tls.ca", "/dev/zero is not a regular file"},
 		{"tls is a dir", "upstream:\n  tls: {ca: /}\n", "2:13", "upstream.tls.ca", "/ is a directory"},
 		{"tls unknown field", "upstream:\n  tls: {cafile: /x}\n", "2:9", "upstream.tls", `unknown field "cafile" (known: ca, cert, key, server_name, insecure_skip_verify)`},
-		{"upstream sasl not yet", "upstream:\n  sasl: passthrough\n", "2:3", "upstream", `field "sasl" is not supported in this version`},
-		{"upstream not a mapping", "upstream: [k:9092]\n", "1:11", "upstream", "want a mapping of bootstrap, tls, dial_timeout, metadata_refresh, got a list"},
+		{"upstream sasl word", "upstream:\n  sasl: pass-through\n", "2:9", "upstream.sasl", `want passthrough or a mapping`},
+		{"upstream not a mapping", "upstream: [k:9092]\n", "1:11", "upstream", "want a mapping of bootstrap, tls, sasl, dial_timeout, ..., got a list"},
 
 		// broker
 		{"fsync enum", "broker:\n  fsync: sometimes\n", "2:10", "broker.fsync", `"sometimes": want always, interval or never`},
@@ -120,7 +120,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown nested", "limits:\n  max_conections: 5\n", "2:3", "limits", `unknown field "max_conections" (did you mean "max_connections"?)`},
 		{"policy default", "policy: {default: maybe}\n", "1:19", "policy.default", `"maybe": want allow or deny`},
 		{"audit level", "audit: {level: verbose}\n", "1:16", "audit.level", `"verbose" is not an audit level`},
-		{"listener tls not yet", "listeners:\n  - tls: {cert: a}\n", "2:5", "listeners[0]", `field "tls" is not supported in this version`},
+		{"listener tls without key", "listeners:\n  - tls: {cert: a}\n", "2:10", "listeners[0].tls.key", "a listener key is required"},
 		{"duplicate key", "log:\n  level: info\n  level: debug\n", "3:3", "log", `duplicate key "level" (first at line 2)`},
 		{"root not a mapping", "hello\n", "1:1", "", `want a mapping of listeners, upstream, broker, admin, ..., got string "hello"`},
 		{"section not a mapping", "limits: 5\n", "1:9", "limits", "want a mapping"},

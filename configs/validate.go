@@ -127,6 +127,12 @@ func (v *validator) listeners() {
 		} else if port, err := l.ListenPort(); err == nil && port == 65535 {
 			v.errf(p+".listen", l.Listen, "broker ports default to the listen port + 1, which is 65536: set broker_port_base")
 		}
+		if l.TLS != nil {
+			v.listenerTLS(p+".tls", l.TLS)
+		}
+		if l.SASL != nil {
+			v.listenerSASL(p+".sasl", l.SASL)
+		}
 	}
 }
 
@@ -195,6 +201,9 @@ func (v *validator) upstream() {
 	}
 	if u.TLS != nil {
 		v.upstreamTLS(u.TLS)
+	}
+	if u.SASL != nil {
+		v.upstreamSASL(u.SASL)
 	}
 	v.positive("upstream.dial_timeout", u.DialTimeout)
 	v.positive("upstream.metadata_refresh", u.MetadataRefresh)

@@ -2,7 +2,6 @@ package proxy_test
 
 import (
 	"bytes"
-	"context"
 	"testing"
 	"time"
 
@@ -56,32 +55,17 @@ func startBuiltinWith(t testing.TB, mod ...func(*proxy.Options)) *proxy.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := proxy.Options{
-		Listeners: []proxy.ListenerOptions{{Name: "test", Listen: "127.0.0.1:0"}},
-		Local:     proxy.LocalFunc(func(remote string) proxy.LocalConn { return b.NewConn(remote) }),
-		Logger:    testLogger(t),
-	}
-	for _, m := range mod {
-		m(&opts)
-	}
-	srv, err := proxy.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	// The broker closes after the gateway: cleanups run last-registered first.
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("gateway shutdown: %v", err)
-		}
 		if err := b.Close(); err != nil {
 			t.Errorf("broker close: %v", err)
 		}
 	})
-	return srv
+	return startServer(t, proxy.Options{
+		Listeners: []proxy.ListenerOptions{{Name: "test", Listen: "127.0.0.1:0"}},
+		Local:     proxy.LocalFunc(func(remote string) proxy.LocalConn { return b.NewConn(remote) }),
+		Logger:    testLogger(t),
+	}, mod...)
 }
 
 // assertBuiltinNoLeak: the built-in broker names itself "localhost:9092"

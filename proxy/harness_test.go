@@ -52,11 +52,17 @@ func testLogger(t testing.TB) *slog.Logger {
 // kernel-chosen ports, and stops it at the end of the test.
 func startGateway(t testing.TB, c *kfake.Cluster, mod ...func(*proxy.Options)) *proxy.Server {
 	t.Helper()
-	opts := proxy.Options{
+	return startServer(t, proxy.Options{
 		Listeners: []proxy.ListenerOptions{{Name: "test", Listen: "127.0.0.1:0", BrokerPortBase: 0}},
 		Bootstrap: c.ListenAddrs(),
 		Logger:    testLogger(t),
-	}
+	}, mod...)
+}
+
+// startServer applies mod to opts, starts the gateway, and shuts it down
+// at the end of the test (before cleanups registered earlier run).
+func startServer(t testing.TB, opts proxy.Options, mod ...func(*proxy.Options)) *proxy.Server {
+	t.Helper()
 	for _, m := range mod {
 		m(&opts)
 	}

@@ -1,0 +1,88 @@
+package auth
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/tollgate-kafka/tollgate/configs"
+)
+
+// maxPEMBytes bounds a certificate, key or CA file.
+const maxPEMBytes = 1 << 20
+
+// ServerTLS builds a listener's TLS configuration. TLS 1.2 is the default
+// minimum and TLS 1.3 is preferred whenever the client offers it (Go
+// always picks the highest common version). The certificate, key and
+// client CA are re-read when any of their files changes (checked at most
+// once a second, at a handshake); a broken replacement keeps the previous
+// files in service and logs a warning. With a client CA, every client must
+// present a certificate it signed (tls.RequireAndVerifyClientCert).
+func ServerTLS(cfg *configs.ListenerTLS) (*tls.Config, error) {
+	return serverTLS(cfg, slog.Default())
+}
+
+func serverTLS(cfg *configs.ListenerTLS, log *slog.Logger) (*tls.Config, error) {
+	minVer, err := configs.TLSVersion(cfg.MinVersion)
+	if err != nil {
+		return nil, fmt.Errorf("listener tls min_version: %w", err)
+	}
+	suites, err := configs.CipherSuiteIDs(cfg.Ciphers)
+	if err != nil {
+		return nil, fmt.Errorf("listener tls ciphers: %w", err)
+	}
+	if cfg.Cert == "" || cfg.Key == "" {
+		return nil, errors.New("listener tls: cert and key are required")
+	}
+	build := func() (*tls.Config, error) {
+		c := &tls.Config{MinVersion: minVer, CipherSuites: suites}
+		certPEM, err := readSmallFile(cfg.Cert, maxPEMBytes)
+		if err != nil {
+			return nil, fmt.Errorf("read cert: %w", err)
+		}
+		keyPEM, err := readSmallFile(cfg.Key, maxPEMBytes)
+		if err != nil {
+			return nil, fmt.Errorf("read key: %w", err)
+		}
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("load key pair %s and %s: %w", cfg.Cert, cfg.Key, err)
+		}
+		c.Certificates = []tls.Certificate{pair}
+		if cfg.ClientCA != "" {
+			caPEM, err := readSmallFile(cfg.ClientCA, maxPEMBytes)
+			if err != nil {
+				return nil, fmt.Errorf("read client_ca: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(caPEM) {
+				return nil, fmt.Errorf("client_ca %s holds no PEM certificate", cfg.ClientCA)
+			}
+			c.ClientCAs = pool
+			c.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+		return c, nil
+	}
+	paths := []string{cfg.Cert, cfg.Key}
+	if cfg.ClientCA != "" {
+		paths = append(paths, cfg.ClientCA)
+	}
+	w, err := newWatched("listener tls "+cfg.Cert, log, build, paths...)
+	if err != nil {
+		return nil, err
+	}
+	// The outer config is what the listener holds; each handshake gets the
+	// configuration built from the files' current version. A handshake
+	// started before a reload finishes with the old one.
+	first := w.get()
+	return &tls.Config{
+		MinVersion:   minVer,
+		CipherSuites: suites,
+		ClientAuth:   first.ClientAuth,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return w.get(), nil
+		},
+	}, nil
+}

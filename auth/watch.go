@@ -1,0 +1,141 @@
+package auth
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// checkInterval is how often a watched file is stat'ed at most. Reloads
+// are driven by the code that reads the value (a TLS handshake, a SASL
+// exchange), so an idle gateway does no work; polling rather than inotify
+// also follows Kubernetes secret mounts, whose files change by a symlink
+// swap.
+const checkInterval = time.Second
+
+// fileStamp identifies one version of a file: a replaced file (atomic
+// rename, symlink swap) has a new inode; one rewritten in place has a new
+// mtime or size.
+type fileStamp struct {
+	mod   time.Time
+	size  int64
+	inode uint64
+}
+
+func stampOf(fi os.FileInfo) fileStamp {
+	s := fileStamp{mod: fi.ModTime(), size: fi.Size()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		s.inode = st.Ino
+	}
+	return s
+}
+
+// watched holds a value loaded from one or more files and reloads it when
+// any of them changes. A failed reload keeps the previous value (and is
+// retried at the next check): a certificate replaced before its key, or a
+// file caught half-written, must not take the listener down.
+type watched[T any] struct {
+	paths []string
+	load  func() (T, error)
+	log   *slog.Logger
+	what  string
+
+	mu        sync.Mutex
+	cur       T
+	stamps    []fileStamp
+	lastCheck time.Time
+	now       func() time.Time
+}
+
+// newWatched loads the value once; an error here is the caller's to report.
+func newWatched[T any](what string, log *slog.Logger, load func() (T, error), paths ...string) (*watched[T], error) {
+	w := &watched[T]{paths: paths, load: load, log: log, what: what, now: time.Now}
+	stamps, err := w.stat()
+	if err != nil {
+		return nil, err
+	}
+	v, err := load()
+	if err != nil {
+		return nil, err
+	}
+	w.cur, w.stamps, w.lastCheck = v, stamps, w.now()
+	return w, nil
+}
+
+func (w *watched[T]) stat() ([]fileStamp, error) {
+	out := make([]fileStamp, len(w.paths))
+	for i, p := range w.paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", w.what, err)
+		}
+		out[i] = stampOf(fi)
+	}
+	return out, nil
+}
+
+// get returns the current value, reloading it first when checkInterval has
+// passed and a file changed.
+func (w *watched[T]) get() T {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.now()
+	if now.Sub(w.lastCheck) < checkInterval {
+		return w.cur
+	}
+	w.lastCheck = now
+	stamps, err := w.stat()
+	if err != nil {
+		w.log.Warn("reload failed; keeping the previous version", "what", w.what, "err", err)
+		return w.cur
+	}
+	if sameStamps(stamps, w.stamps) {
+		return w.cur
+	}
+	v, err := w.load()
+	if err != nil {
+		w.log.Warn("reload failed; keeping the previous version", "what", w.what, "err", err)
+		return w.cur
+	}
+	w.cur, w.stamps = v, stamps
+	w.log.Info("reloaded", "what", w.what)
+	return w.cur
+}
+
+func sameStamps(a, b []fileStamp) bool {
+	for i := range a {
+		if !a[i].mod.Equal(b[i].mod) || a[i].size != b[i].size || a[i].inode != b[i].inode {
+			return false
+		}
+	}
+	return true
+}
+
+// readSmallFile reads a file of at most max bytes; secrets and PEM files
+// are small, and a mistaken path (a device) must not fill memory.
+func readSmallFile(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, max)
+	}
+	return data, nil
+}
