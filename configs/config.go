@@ -155,6 +155,17 @@ type Limits struct {
 	FrameTimeout Duration `yaml:"frame_timeout"`
 	// DrainTimeout bounds graceful shutdown.
 	DrainTimeout Duration `yaml:"drain_timeout"`
+	// ConnectionRatePerAddress caps new connections per second from one
+	// IP (like Kafka's max.connection.creation.rate, per address); 0 = no cap.
+	ConnectionRatePerAddress int `yaml:"connection_rate_per_address"`
+	// AuthFailuresPerAddress failed SASL authentications from one IP within
+	// AuthLockout refuse its new connections for the rest of AuthLockout;
+	// 0 = no lockout.
+	AuthFailuresPerAddress int      `yaml:"auth_failures_per_address"`
+	AuthLockout            Duration `yaml:"auth_lockout"`
+	// AuthTimeout closes connections on a SASL listener that are still
+	// unauthenticated this long after they opened.
+	AuthTimeout Duration `yaml:"auth_timeout"`
 }
 
 // Log configures tollgate's own log output.
@@ -180,6 +191,10 @@ const (
 	DefaultIdleTimeout     = Duration(10 * time.Minute)
 	DefaultFrameTimeout    = Duration(30 * time.Second)
 	DefaultDrainTimeout    = Duration(15 * time.Second)
+	DefaultConnRatePerAddr = 100
+	DefaultAuthFailures    = 10
+	DefaultAuthLockout     = Duration(time.Minute)
+	DefaultAuthTimeout     = Duration(10 * time.Second)
 )
 
 // Default returns a configuration with every default filled in: one
@@ -203,6 +218,10 @@ func Default() *Config {
 			IdleTimeout:              DefaultIdleTimeout,
 			FrameTimeout:             DefaultFrameTimeout,
 			DrainTimeout:             DefaultDrainTimeout,
+			ConnectionRatePerAddress: DefaultConnRatePerAddr,
+			AuthFailuresPerAddress:   DefaultAuthFailures,
+			AuthLockout:              DefaultAuthLockout,
+			AuthTimeout:              DefaultAuthTimeout,
 		},
 		Log:    Log{Level: "info", Format: "text"},
 		Audit:  defaultAudit(),

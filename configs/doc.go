@@ -64,6 +64,10 @@
 //	  idle_timeout: 10m         # like connections.max.idle.ms
 //	  frame_timeout: 30s        # a started frame must finish; pushed forward on progress
 //	  drain_timeout: 15s        # graceful shutdown bound
+//	  connection_rate_per_address: 100  # new connections/s from one IP; 0 = no cap
+//	  auth_failures_per_address: 10     # failed SASL logins within auth_lockout lock the IP out; 0 = never
+//	  auth_lockout: 1m
+//	  auth_timeout: 10s         # a SASL listener's connection must authenticate within this
 //	log:
 //	  level: info               # debug | info | warn | error
 //	  format: text              # json | text

@@ -322,6 +322,14 @@ func (v *validator) limits() {
 	v.positive("limits.idle_timeout", l.IdleTimeout)
 	v.positive("limits.frame_timeout", l.FrameTimeout)
 	v.positive("limits.drain_timeout", l.DrainTimeout)
+	if l.ConnectionRatePerAddress < 0 {
+		v.errf("limits.connection_rate_per_address", l.ConnectionRatePerAddress, "%d: want 0 (no cap) or more", l.ConnectionRatePerAddress)
+	}
+	if l.AuthFailuresPerAddress < 0 {
+		v.errf("limits.auth_failures_per_address", l.AuthFailuresPerAddress, "%d: want 0 (no lockout) or more", l.AuthFailuresPerAddress)
+	}
+	v.positive("limits.auth_lockout", l.AuthLockout)
+	v.positive("limits.auth_timeout", l.AuthTimeout)
 }
 
 func (v *validator) log() {

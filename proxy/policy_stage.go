@@ -278,6 +278,39 @@ func materialize(b wire.Body) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// saslKeys are the versions the gateway serves when it terminates SASL
+// itself: SaslHandshake never above v1 (KAFKA-9577), SaslAuthenticate v0-2.
+var saslKeys = map[int16][2]int16{17: {0, 1}, 36: {0, 2}}
+
+// offerKeys sets the version ranges of keys the gateway answers itself in
+// an ApiVersions response body, whatever the backend offers.
+func offerKeys(version int16, body []byte, keys map[int16][2]int16) ([]byte, error) {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.Version = version
+	if version > resp.MaxVersion() || len(body) < 2 || body[0] != 0 || body[1] != 0 {
+		return body, nil // an error answer (v0 body)
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("decode ApiVersions: %w", err)
+	}
+	seen := map[int16]bool{}
+	for i := range resp.ApiKeys {
+		if r, ok := keys[resp.ApiKeys[i].ApiKey]; ok {
+			resp.ApiKeys[i].MinVersion, resp.ApiKeys[i].MaxVersion = r[0], r[1]
+			seen[resp.ApiKeys[i].ApiKey] = true
+		}
+	}
+	for k, r := range keys {
+		if !seen[k] {
+			ak := kmsg.NewApiVersionsResponseApiKey()
+			ak.ApiKey, ak.MinVersion, ak.MaxVersion = k, r[0], r[1]
+			resp.ApiKeys = append(resp.ApiKeys, ak)
+		}
+	}
+	slices.SortFunc(resp.ApiKeys, func(a, b kmsg.ApiVersionsResponseApiKey) int { return int(a.ApiKey) - int(b.ApiKey) })
+	return resp.AppendTo(nil), nil
+}
+
 // hideKeys removes keys from an ApiVersions response body.
 func hideKeys(version int16, body []byte, hide []int16) ([]byte, error) {
 	resp := kmsg.NewPtrApiVersionsResponse()

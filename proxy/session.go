@@ -860,7 +860,10 @@ func (s *session) rewrite(p pending, body []byte) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("clamp ApiVersions: %w", err)
 		}
-		if len(p.hide) > 0 {
+		if err == nil && s.sasl != nil {
+			out, err = offerKeys(p.version, out, saslKeys)
+		}
+		if err == nil && len(p.hide) > 0 {
 			out, err = hideKeys(p.version, out, p.hide)
 		}
 		return out, err

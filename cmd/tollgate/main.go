@@ -6,6 +6,7 @@
 //	tollgate check-config gateway.yaml        # validate a file without starting
 //	tollgate bench                            # the throughput/latency benchmark (see README)
 //	tollgate tap                              # live traffic from a running gateway's admin server
+//	tollgate users add alice --file users.yaml # SASL credentials for PLAIN/SCRAM
 package main
 
 import (
@@ -35,6 +36,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return benchCmd(args[1:], stdout, stderr)
 		case "tap":
 			return tapCmd(args[1:], stdout, stderr)
+		case "users":
+			return usersCmd(args[1:], stdout, stderr)
 		case "version", "--version":
 			fmt.Fprintln(stdout, "tollgate", version)
 			return 0

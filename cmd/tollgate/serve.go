@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tollgate-kafka/tollgate/audit"
+	"github.com/tollgate-kafka/tollgate/auth"
 	"github.com/tollgate-kafka/tollgate/broker"
 	"github.com/tollgate-kafka/tollgate/broker/storage"
 	"github.com/tollgate-kafka/tollgate/configs"
@@ -232,6 +235,11 @@ func buildOptions(cfg *configs.Config, log *slog.Logger, obs broker.Observer) (p
 		MaxInFlight:              cfg.Limits.MaxInFlight,
 		MaxConnections:           cfg.Limits.MaxConnections,
 		MaxConnectionsPerAddress: cfg.Limits.MaxConnectionsPerAddress,
+		MaxPreauthFrameBytes:     int32(min(int64(cfg.Limits.MaxPreauthFrameBytes), 1<<31-1)),
+		ConnectionRatePerAddress: float64(cfg.Limits.ConnectionRatePerAddress),
+		AuthFailuresPerAddress:   cfg.Limits.AuthFailuresPerAddress,
+		AuthLockout:              cfg.Limits.AuthLockout.D(),
+		AuthTimeout:              cfg.Limits.AuthTimeout.D(),
 		IdleTimeout:              cfg.Limits.IdleTimeout.D(),
 		FrameTimeout:             cfg.Limits.FrameTimeout.D(),
 		DrainTimeout:             cfg.Limits.DrainTimeout.D(),
@@ -243,13 +251,17 @@ func buildOptions(cfg *configs.Config, log *slog.Logger, obs broker.Observer) (p
 		if l.BrokerPortBase != nil {
 			base = *l.BrokerPortBase
 		}
-		opts.Listeners = append(opts.Listeners, proxy.ListenerOptions{
+		lo := proxy.ListenerOptions{
 			Name:           l.Name,
 			Listen:         l.Listen,
 			Advertise:      l.AdvertisedHost(),
 			AdvertisePort:  l.AdvertisedPort(0),
 			BrokerPortBase: base,
-		})
+		}
+		if err := listenerSecurity(&lo, l, log); err != nil {
+			return opts, nil, nil, err
+		}
+		opts.Listeners = append(opts.Listeners, lo)
 	}
 	if cfg.UpstreamMode() {
 		u := cfg.Upstream
@@ -262,6 +274,20 @@ func buildOptions(cfg *configs.Config, log *slog.Logger, obs broker.Observer) (p
 				return opts, nil, nil, err
 			}
 			opts.UpstreamTLS = tc
+		}
+		if u.SASL != nil {
+			mech, err := auth.ClientMechanism(u.SASL)
+			switch {
+			case errors.Is(err, auth.ErrPassthrough):
+				// Clients' own SASL exchanges are relayed as they are.
+			case err != nil:
+				return opts, nil, nil, fmt.Errorf("upstream.sasl: %w", err)
+			default:
+				opts.UpstreamAuth = func(ctx context.Context, conn net.Conn, addr string) (time.Duration, error) {
+					host, _, _ := net.SplitHostPort(addr)
+					return auth.Authenticate(ctx, conn, mech, host)
+				}
+			}
 		}
 		return opts, nil, func() {}, nil
 	}
@@ -315,4 +341,44 @@ func upstreamTLS(c *configs.UpstreamTLS) (*tls.Config, error) {
 		tc.Certificates = []tls.Certificate{cert}
 	}
 	return tc, nil
+}
+
+// listenerSecurity turns a listener's tls and sasl sections into the
+// proxy's TLS config, principal mapper and SASL server.
+func listenerSecurity(lo *proxy.ListenerOptions, l *configs.Listener, log *slog.Logger) error {
+	if l.TLS != nil {
+		tc, err := auth.ServerTLS(l.TLS)
+		if err != nil {
+			return fmt.Errorf("listener %s tls: %w", l.Name, err)
+		}
+		lo.TLS = tc
+		if l.TLS.ClientCA != "" {
+			pm, err := auth.NewPrincipalMapper(l.TLS)
+			if err != nil {
+				return fmt.Errorf("listener %s tls principal: %w", l.Name, err)
+			}
+			lo.Principal = pm.Principal
+		}
+	}
+	if l.SASL != nil {
+		srv, err := auth.NewServer(l.SASL, log)
+		if err != nil {
+			return fmt.Errorf("listener %s sasl: %w", l.Name, err)
+		}
+		lo.SASL = saslServer{srv}
+	}
+	return nil
+}
+
+// saslServer adapts *auth.Server to proxy.SASLServer.
+type saslServer struct{ s *auth.Server }
+
+func (a saslServer) Mechanisms() []string { return a.s.Mechanisms() }
+
+func (a saslServer) Start(mechanism string) (proxy.SASLExchange, error) {
+	ex, err := a.s.Start(mechanism)
+	if err != nil {
+		return nil, err
+	}
+	return ex, nil
 }
