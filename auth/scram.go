@@ -177,22 +177,28 @@ func parseScramClientFinal(msg string, hashSize int) (scramFinal, error) {
 
 // scramExchange runs one SCRAM conversation.
 type scramExchange struct {
-	s        *Server
-	mech     string
-	hashSize int
-	conv     *scram.ServerConversation
-	first    scramFirst
-	nonce    string // client nonce + server nonce, from server-first
-	unknown  bool   // the user does not exist: fake credentials were offered
+	s           *Server
+	mech        string
+	hash        func() hash.Hash
+	hashSize    int
+	conv        *scram.ServerConversation
+	first       scramFirst
+	firstBare   string // client-first-message-bare, as received
+	serverFirst string // server-first-message, as sent
+	nonce       string // client nonce + server nonce, from server-first
+	cred        scram.StoredCredentials
+	unknown     bool // the user does not exist: fake credentials were offered
 }
 
 func newScramExchange(s *Server, mech string, h func() hash.Hash) *scramExchange {
-	x := &scramExchange{s: s, mech: mech, hashSize: h().Size()}
+	x := &scramExchange{s: s, mech: mech, hash: h, hashSize: h().Size()}
 	gen := scram.HashGeneratorFcn(h)
 	// The lookup ignores the name xdg-go passes (still escaped) and
-	// uses the one parsed above.
+	// uses the one parsed above. The credential is kept for the
+	// librdkafka nonce form, which is verified here (finishDoubledNonce).
 	srv, _ := gen.NewServer(func(string) (scram.StoredCredentials, error) {
-		return x.credential(), nil
+		x.cred = x.credential()
+		return x.cred, nil
 	})
 	x.conv = srv.NewConversation()
 	return x
@@ -229,6 +235,7 @@ func (x *Exchange) stepScram(token []byte) ([]byte, bool, error) {
 			return nil, false, &authError{msg: "Authentication failed: Client requested an authorization id that is different from username", reason: "authzid differs"}
 		}
 		sx.first = f
+		sx.firstBare = msg[len(f.gs2):]
 		reply, err := sx.conv.Step(msg)
 		if err != nil {
 			return nil, false, malformed(x.mech, "client-first message")
@@ -238,6 +245,7 @@ func (x *Exchange) stepScram(token []byte) ([]byte, bool, error) {
 		if r, _, ok := strings.Cut(reply, ","); ok {
 			sx.nonce = strings.TrimPrefix(r, "r=")
 		}
+		sx.serverFirst = reply
 		return []byte(reply), false, nil
 	case 2:
 		f, err := parseScramClientFinal(msg, sx.hashSize)
@@ -248,6 +256,9 @@ func (x *Exchange) stepScram(token []byte) ([]byte, bool, error) {
 			return nil, false, &authError{msg: "Authentication failed: SCRAM channel binding does not match the gs2 header", reason: "channel binding mismatch"}
 		}
 		if subtle.ConstantTimeCompare([]byte(f.nonce), []byte(sx.nonce)) != 1 {
+			if subtle.ConstantTimeCompare([]byte(f.nonce), []byte(sx.first.nonce+sx.nonce)) == 1 {
+				return x.finishDoubledNonce(msg, f.proof)
+			}
 			// ScramSaslServer: "Invalid client nonce in the final client message."
 			return nil, false, &authError{msg: "Authentication failed: Invalid client nonce in the final client message.", reason: "nonce mismatch"}
 		}
@@ -263,6 +274,55 @@ func (x *Exchange) stepScram(token []byte) ([]byte, bool, error) {
 		return []byte(reply), true, nil
 	}
 	return nil, false, ErrExchangeDone
+}
+
+// finishDoubledNonce completes an exchange whose client-final nonce is the
+// client nonce followed by the whole server-first nonce, which itself
+// already starts with the client nonce. librdkafka built its client-final
+// message that way from v0.0.99 until 2.6.1 (confluentinc/librdkafka#4895,
+// "avoid concatenating client side nonce once more"), and Debian's kcat
+// still links such a version. Apache Kafka accepts the form since 3.8.1:
+// apache/kafka commit 0a004562 made ScramSaslServer check that the final
+// nonce ends with the server-first nonce instead of equalling it. We
+// accept only this exact doubled form, not any suffix match.
+//
+// xdg-go/scram's ServerConversation rejects the nonce itself, so the proof
+// is checked here per RFC 5802 section 3. The AuthMessage is built from the
+// messages as actually sent: librdkafka computes its proof and expected
+// ServerSignature over its own client-final message, doubled nonce and
+// all, as Kafka's server does over the message it receives.
+func (x *Exchange) finishDoubledNonce(msg string, proof []byte) ([]byte, bool, error) {
+	sx := x.scram
+	// parseScramClientFinal checked that the proof is the last field.
+	withoutProof := msg[:strings.LastIndex(msg, ",p=")]
+	authMsg := sx.firstBare + "," + sx.serverFirst + "," + withoutProof
+	if !sx.verifyProof(authMsg, proof) || sx.unknown {
+		reason := "wrong password for " + quoteName(sx.first.user)
+		if sx.unknown {
+			reason = "unknown user " + quoteName(sx.first.user)
+		}
+		return nil, false, credentialsFailed(x.mech, reason+" (librdkafka doubled-nonce form)")
+	}
+	x.s.log.Debug("accepted SCRAM client-final with the doubled nonce of librdkafka < 2.6.1",
+		"mechanism", x.mech, "user", sx.first.user)
+	x.finish(sx.first.user, time.Time{})
+	sig := hmacSum(sx.hash, sx.cred.ServerKey, authMsg)
+	return []byte("v=" + base64.StdEncoding.EncodeToString(sig)), true, nil
+}
+
+// verifyProof checks a client proof over authMsg against the stored
+// credential (RFC 5802 section 3): ClientKey = ClientProof XOR
+// HMAC(StoredKey, AuthMessage) must hash to StoredKey.
+func (sx *scramExchange) verifyProof(authMsg string, proof []byte) bool {
+	sig := hmacSum(sx.hash, sx.cred.StoredKey, authMsg)
+	if len(proof) != len(sig) || len(sx.cred.StoredKey) != len(sig) {
+		return false
+	}
+	clientKey := make([]byte, len(sig))
+	subtle.XORBytes(clientKey, proof, sig)
+	h := sx.hash()
+	h.Write(clientKey)
+	return subtle.ConstantTimeCompare(h.Sum(nil), sx.cred.StoredKey) == 1
 }
 
 // verifyPlain checks a PLAIN password against the user's SCRAM credential
