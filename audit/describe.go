@@ -208,3 +208,28 @@ func (t *Topic) findPartition(hint int, p int32) *Partition {
 	}
 	return nil
 }
+
+// AddFetchResult records what a streamed Fetch response returned for one
+// partition — the gateway moves Fetch record bytes socket to socket and
+// never holds the response, so it reports sizes instead of a decoded
+// response: bytes returned and the partition's error code (records are
+// not counted for streamed responses). Call it after Describe(rec, req,
+// nil), which fills the requested offsets.
+func AddFetchResult(rec *Record, topic string, partition int32, bytes int, errorCode int16) {
+	rec.addErrorCode(errorCode)
+	if bytes == 0 && errorCode == 0 {
+		return
+	}
+	rt := rec.findTopic(-1, topic)
+	if rt == nil {
+		rec.Topics = append(rec.Topics, Topic{Name: topic})
+		rt = &rec.Topics[len(rec.Topics)-1]
+	}
+	rp := rt.findPartition(-1, partition)
+	if rp == nil {
+		rt.Partitions = append(rt.Partitions, Partition{Partition: partition, Offset: NoOffset})
+		rp = &rt.Partitions[len(rt.Partitions)-1]
+	}
+	rp.Bytes += bytes
+	rp.ErrorCode = errorCode
+}

@@ -10,6 +10,11 @@
 // hop costs throughput, and a gateway can do no better than a hop that
 // only splices bytes.
 //
+// That is Run, the gateway suite. RunSuite runs the overhead suites, which
+// compare tollgate with itself under policy rules or audit levels (see
+// suite.go), and RunBroker the built-in broker against kfake (see
+// broker_bench.go).
+//
 // # Fairness
 //
 //   - One kfake cluster serves all paths. kfake runs every request of every
@@ -87,6 +92,10 @@ type Options struct {
 	// CPUProfile, if set, is where the gateway child writes a CPU profile
 	// covering its whole life (idle time between its runs adds no samples).
 	CPUProfile string
+	// WorkDir is where the overhead suites write each variant's
+	// configuration file and audit sink, and leave them; "": a temporary
+	// directory, removed afterwards.
+	WorkDir string
 	// Progress gets one line per run; nil: none. ChildStderr gets the
 	// children's logs (warnings and errors), one write at a time; nil:
 	// discarded.
@@ -229,11 +238,12 @@ type bencher struct {
 
 // pathEnv is one path: where its clients start and how they may dial.
 type pathEnv struct {
-	path  Path
-	seeds []string
-	route func(addr string) (string, error) // where a dial of addr goes, or why it may not
-	child *child                            // the relay or gateway process; nil: nothing to measure
-	stop  func()
+	path    Path
+	variant string // overhead suites: the gateway configuration; "" otherwise
+	seeds   []string
+	route   func(addr string) (string, error) // where a dial of addr goes, or why it may not
+	child   *child                            // the relay or gateway process; nil: nothing to measure
+	stop    func()
 }
 
 var errOffRoute = errors.New("dial off the benchmark path")
@@ -371,7 +381,7 @@ var errNotMeasured = errors.New("not measured")
 
 // runOne runs workload w over path e: warm-up, measured window, teardown.
 func (b *bencher) runOne(ctx context.Context, w workload, e *pathEnv, round int) (RunResult, error) {
-	res := RunResult{Workload: w.name, Path: e.path, Round: round}
+	res := RunResult{Workload: w.name, Path: e.path, Variant: e.variant, Round: round}
 	topic, err := b.topicFor(ctx, w)
 	if err != nil {
 		return res, err

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tollgate-kafka/tollgate/configs"
 	"github.com/tollgate-kafka/tollgate/proxy"
 )
 
@@ -33,13 +34,23 @@ type childInfo struct {
 	Routes    map[string]string `json:"routes,omitempty"`    // relay: upstream -> relay port
 }
 
+// childExit is the JSON line a gateway child started with --config prints
+// after it has shut down: what its metrics counted over its whole life.
+type childExit struct {
+	Stats *ChildStats `json:"stats"`
+}
+
 // ServeChild is the child side: args are
 //
 //	--child relay|tollgate --upstream host:port[,host:port...] [--cpuprofile FILE] [--log-level LEVEL]
+//	--child tollgate --config FILE [--no-metrics] [--cpuprofile FILE]
 //
 // It starts the relay or the gateway in front of the upstream, prints one
 // JSON line describing where it listens, and serves until stdin reaches
-// EOF (the parent closed it or died).
+// EOF (the parent closed it or died). With --config the gateway is wired
+// from the file the way `tollgate --config FILE` wires it (metrics, audit
+// trail, policy; see startConfigured), the upstream comes from the file,
+// and after shutdown a second JSON line reports the metrics' counters.
 func ServeChild(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("tollgate bench "+ChildFlag, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -47,8 +58,26 @@ func ServeChild(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	upstream := fs.String("upstream", "", "comma-separated upstream broker addresses")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of this process here")
 	logLevel := fs.String("log-level", "warn", "debug | info | warn | error")
+	config := fs.String("config", "", "gateway only: serve this configuration file (upstream, policy, audit)")
+	noMetrics := fs.Bool("no-metrics", false, "with --config: detach the metrics hooks (a benchmark-only variant; the product has no such switch)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	var cfg *configs.Config
+	if *config != "" {
+		if Path(*role) != Gateway {
+			return fmt.Errorf("child: --config is for the %s child, not %q", Gateway, *role)
+		}
+		var err error
+		if cfg, err = configs.Load(*config); err != nil {
+			return fmt.Errorf("child: %w", err)
+		}
+		if *upstream != "" {
+			cfg.Upstream = configs.NewUpstream(splitList(*upstream)...)
+		}
+		if !isFlagSet(fs, "log-level") {
+			*logLevel = cfg.Log.Level
+		}
 	}
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -56,7 +85,7 @@ func ServeChild(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lv})).With("bench_child", *role)
 	upstreams := splitList(*upstream)
-	if len(upstreams) == 0 {
+	if cfg == nil && len(upstreams) == 0 {
 		return errors.New("child: --upstream is empty")
 	}
 	if *cpuprofile != "" {
@@ -70,7 +99,21 @@ func ServeChild(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 		}
 		defer pprof.StopCPUProfile()
 	}
-	stop, info, err := startMiddle(Path(*role), upstreams, log)
+	var (
+		stop    func()
+		info    childInfo
+		err     error
+		gateway *configured
+	)
+	if cfg != nil {
+		gateway, err = startConfigured(cfg, !*noMetrics, log)
+		if err == nil {
+			info = gateway.info
+			stop = func() {} // the gateway is stopped below, to report its counters
+		}
+	} else {
+		stop, info, err = startMiddle(Path(*role), upstreams, log)
+	}
 	if err != nil {
 		return err
 	}
@@ -84,7 +127,22 @@ func ServeChild(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 		return fmt.Errorf("write child info: %w", err)
 	}
 	_, err = io.Copy(io.Discard, stdin)
+	if gateway != nil {
+		line, jerr := json.Marshal(childExit{Stats: gateway.stop()})
+		if jerr != nil {
+			return fmt.Errorf("encode child stats: %w", jerr)
+		}
+		if _, werr := fmt.Fprintf(stdout, "%s\n", line); werr != nil {
+			return fmt.Errorf("write child stats: %w", werr)
+		}
+	}
 	return err
+}
+
+func isFlagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // startMiddle starts what sits between the client and kfake on path role,
@@ -129,6 +187,9 @@ type child struct {
 	stdin io.WriteCloser
 	info  childInfo
 	done  chan error // the result of cmd.Wait
+	// exit is the child's last line (--config children only), valid once
+	// done has delivered.
+	exit childExit
 }
 
 // spawnChild starts the child for role and waits for its info line.
@@ -137,6 +198,12 @@ func spawnChild(command func(args []string) *exec.Cmd, role Path, upstreams []st
 	if cpuprofile != "" {
 		args = append(args, "--cpuprofile", cpuprofile)
 	}
+	return spawnChildArgs(command, role, args, stderr)
+}
+
+// spawnChildArgs starts a child with the full argument list args (ChildFlag
+// first) and waits for its info line.
+func spawnChildArgs(command func(args []string) *exec.Cmd, role Path, args []string, stderr io.Writer) (*child, error) {
 	cmd := command(args)
 	cmd.Stderr = stderr
 	dieWithParent(cmd)
@@ -159,7 +226,15 @@ func spawnChild(command func(args []string) *exec.Cmd, role Path, upstreams []st
 			lines <- sc.Text()
 		}
 		close(lines)
-		io.Copy(io.Discard, stdout) // keep the pipe drained until exit
+		// Keep the pipe drained until exit; a gateway child's last line
+		// is its counters.
+		for sc.Scan() {
+			var e childExit
+			if json.Unmarshal(sc.Bytes(), &e) == nil && e.Stats != nil {
+				c.exit = e
+			}
+		}
+		io.Copy(io.Discard, stdout)
 		c.done <- cmd.Wait()
 	}()
 	select {

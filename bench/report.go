@@ -47,6 +47,7 @@ type WorkloadInfo struct {
 type RunResult struct {
 	Workload      string   `json:"workload"`
 	Path          Path     `json:"path"`
+	Variant       string   `json:"variant,omitempty"` // overhead suites: the gateway configuration
 	Round         int      `json:"round"`
 	StartupSec    float64  `json:"startup_sec"` // from the client's start to its first record
 	Seconds       float64  `json:"seconds"`
@@ -81,6 +82,7 @@ type Latency struct {
 type Summary struct {
 	Workload      string   `json:"workload"`
 	Path          Path     `json:"path"`
+	Variant       string   `json:"variant,omitempty"`
 	RecordsPerSec float64  `json:"records_per_sec"`
 	MBPerSec      float64  `json:"mb_per_sec"`
 	WireMBPerSec  float64  `json:"wire_mb_per_sec"`

@@ -34,16 +34,37 @@ var errFetchShape = errors.New("malformed Fetch response")
 type fetchStream struct {
 	s        *session
 	throttle time.Duration
+	collect  bool          // record per-partition results for the audit trail
+	topic    fetchTopicRef // the topic being walked
+	results  []fetchResult
 	left     int    // bytes of the frame not yet consumed
 	out      []byte // pending output, flushed before each splice
 }
 
+// fetchTopicRef names a response topic by name (v12) or id (v13+).
+type fetchTopicRef struct {
+	name string
+	id   [16]byte
+}
+
+// fetchResult is what one partition returned, for a full audit record.
+type fetchResult struct {
+	topic     fetchTopicRef
+	partition int32
+	errorCode int16
+	bytes     int
+}
+
 // relayFetch streams one flexible Fetch response of total bytes (size
 // prefix included) from the upstream to the client.
-func (s *session) relayFetch(p pending, total int) error {
-	f := fetchStream{s: s, left: total, out: s.wbuf[:0], throttle: p.throttle}
+func (s *session) relayFetch(p *pending, total int) error {
+	f := fetchStream{s: s, left: total, out: s.wbuf[:0], throttle: p.throttle,
+		collect: p.obs.rec != nil && p.obs.req != nil}
 	err := f.walk(p.version)
 	s.wbuf = f.out[:0]
+	if err == nil && f.collect {
+		p.obs.fetched = f.results
+	}
 	if err != nil {
 		var be *backendError
 		if errors.As(err, &be) || isClientWriteErr(err) {
@@ -78,6 +99,7 @@ func (f *fetchStream) walk(version int16) error {
 		return err
 	}
 	for range topics {
+		start := len(f.out)
 		if version >= 13 {
 			err = f.copy(16) // TopicID
 		} else {
@@ -85,6 +107,9 @@ func (f *fetchStream) walk(version int16) error {
 		}
 		if err != nil {
 			return err
+		}
+		if f.collect {
+			f.topic = topicRef(f.out[start:], version)
 		}
 		parts, err := f.copyArrayLen()
 		if err != nil {
@@ -109,6 +134,12 @@ func (f *fetchStream) partition() error {
 	if err := f.copy(4 + 2 + 8 + 8 + 8); err != nil {
 		return err
 	}
+	var res fetchResult
+	if f.collect && len(f.out) >= 30 {
+		fixed := f.out[len(f.out)-30:]
+		res = fetchResult{topic: f.topic, partition: int32(binary.BigEndian.Uint32(fixed)),
+			errorCode: int16(binary.BigEndian.Uint16(fixed[4:]))}
+	}
 	aborted, err := f.copyArrayLen()
 	if err != nil {
 		return err
@@ -132,8 +163,27 @@ func (f *fetchStream) partition() error {
 		if err := f.records(int(n - 1)); err != nil {
 			return err
 		}
+		res.bytes = int(n - 1)
+	}
+	if f.collect {
+		f.results = append(f.results, res)
 	}
 	return f.copyTags()
+}
+
+// topicRef reads the topic field just copied: a compact string (v12) or a
+// 16-byte id (v13+).
+func topicRef(b []byte, version int16) fetchTopicRef {
+	if version >= 13 {
+		var r fetchTopicRef
+		copy(r.id[:], b)
+		return r
+	}
+	_, n := binary.Uvarint(b)
+	if n <= 0 {
+		return fetchTopicRef{}
+	}
+	return fetchTopicRef{name: string(b[n:])}
 }
 
 // records moves n record bytes: small sets through the buffer, large ones

@@ -55,6 +55,8 @@ type observed struct {
 	req     kmsg.Request  // decoded request, for a full-level record
 	denied  bool
 	rule    string
+	fetched []fetchResult // a streamed Fetch response's partitions (full audit)
+	frame   *[]byte       // a pooled request frame, released once accounted
 }
 
 // malformedCause maps a frame error to a metrics label.
@@ -109,6 +111,7 @@ func (s *session) connRecord(event, reason string) {
 // response body when it was decoded or in memory, for a full record).
 func (s *session) finish(p *pending, bytesOut int, respBody []byte) {
 	o := &p.obs
+	defer putFrame(o.frame) // the decoded request aliases it until here
 	latency := time.Since(o.start)
 	outcome := outcomeOK
 	switch {
@@ -145,6 +148,15 @@ func (s *session) finish(p *pending, bytesOut int, respBody []byte) {
 			}
 		}
 		audit.Describe(rec, o.req, resp, &s.srv.names)
+		for _, f := range o.fetched {
+			name := f.topic.name
+			if f.topic.id != ([16]byte{}) {
+				if n, ok := s.srv.names.TopicName(f.topic.id); ok {
+					name = n
+				}
+			}
+			audit.AddFetchResult(rec, name, f.partition, f.bytes, f.errorCode)
+		}
 	}
 	if err := s.srv.opts.Audit.Log(rec); err != nil {
 		s.log.Error("audit sink failing; refusing further requests (strict mode)", "err", err)

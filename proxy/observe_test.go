@@ -85,6 +85,16 @@ func TestAuditAndMetrics(t *testing.T) {
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "forbidden", Value: []byte("x")}).FirstErr(); err == nil {
 		t.Fatal("produce to the forbidden topic succeeded")
 	}
+	cons := newClient(t, srv, nil, kgo.ClientID("audit-test"), kgo.ConsumeTopics("audited"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	for got := 0; got < n; {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d", got, n)
+		}
+		got += fs.NumRecords()
+	}
+	cons.Close()
 	cl.Close()
 	trail.Close() // flush the queue
 
@@ -117,6 +127,21 @@ func TestAuditAndMetrics(t *testing.T) {
 			}
 			denied++
 		}
+	}
+	fetchedBytes := 0
+	for _, r := range recs {
+		if r.API == "Fetch" {
+			for _, tp := range r.Topics {
+				for _, p := range tp.Partitions {
+					if tp.Name == "audited" {
+						fetchedBytes += p.Bytes
+					}
+				}
+			}
+		}
+	}
+	if fetchedBytes == 0 {
+		t.Error("no Fetch record reports the bytes it returned (streamed responses)")
 	}
 	if produced != n || denied == 0 {
 		t.Errorf("audit has %d forwarded and %d denied produce records, want %d and at least 1", produced, denied, n)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"math/bits"
 	"net"
 	"net/netip"
 	"slices"
@@ -98,7 +99,7 @@ func (s *session) judge(eng *policy.Engine, h wire.RequestHeader, size int, obs 
 	subj := s.subjectFor(h)
 	var body kmsg.Request
 	if h.Known && eng.NeedsBody(subj, h.Key, h.Version) {
-		if j.whole, err = s.readWhole(size); err != nil {
+		if j.whole, obs.frame, err = s.readFrame(size); err != nil {
 			return j, false, err
 		}
 		if body, err = decodeRequest(h, j.whole); err != nil {
@@ -153,6 +154,55 @@ func (s *session) readWhole(size int) ([]byte, error) {
 	return frame, nil
 }
 
+// readFrame is readWhole for a frame read only to be decoded (policy,
+// audit): in upstream mode the buffer comes from a pool and ref is set,
+// to be released once the request is accounted (its decoded form aliases
+// the buffer). The built-in broker owns the frames it is handed, so those
+// are never pooled.
+func (s *session) readFrame(size int) (frame []byte, ref *[]byte, err error) {
+	if s.local != nil {
+		frame, err = s.readWhole(size)
+		return frame, nil, err
+	}
+	ref = getFrame(4 + size)
+	if _, err := io.ReadFull(s.cr, *ref); err != nil {
+		putFrame(ref)
+		return nil, nil, badRequest(closeMalformed, "request truncated: %w", truncated(err))
+	}
+	return *ref, ref, nil
+}
+
+// framePools hold request buffers by power-of-two size class, up to 16 MiB
+// (larger frames are allocated and left to the GC). Without them a policy
+// with topic rules or a full audit allocated (and zeroed) every Produce.
+var framePools [maxFrameClass + 1]sync.Pool
+
+const maxFrameClass = 24
+
+func getFrame(n int) *[]byte {
+	c := bits.Len(uint(n - 1))
+	if c > maxFrameClass {
+		b := make([]byte, n)
+		return &b
+	}
+	if p, ok := framePools[c].Get().(*[]byte); ok {
+		*p = (*p)[:n]
+		return p
+	}
+	b := make([]byte, n, 1<<c)
+	return &b
+}
+
+func putFrame(p *[]byte) {
+	if p == nil {
+		return
+	}
+	c := bits.Len(uint(cap(*p) - 1))
+	if c <= maxFrameClass && cap(*p) == 1<<c {
+		framePools[c].Put(p)
+	}
+}
+
 // answerLocal queues a response made by the gateway in the request's slot.
 // The request's bytes must already be consumed.
 func (s *session) answerLocal(h wire.RequestHeader, body wire.Body, throttle time.Duration, obs observed) error {
@@ -180,6 +230,7 @@ func (s *session) finishUnanswered(h wire.RequestHeader, obs observed) {
 		obs.rec.Decision, obs.rec.Rule = audit.Denied, obs.rule
 		s.srv.opts.Audit.Log(obs.rec)
 	}
+	putFrame(obs.frame)
 }
 
 // mute stops reading the client for d after the current request, the

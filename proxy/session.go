@@ -185,6 +185,7 @@ func (s *session) run() {
 		if p.local != nil {
 			go releaseWhenDone(p.local)
 		}
+		putFrame(p.obs.frame)
 		putPending(p)
 	}
 	s.logClose()
@@ -412,7 +413,7 @@ func (s *session) handleFrame(size int) error {
 	if h.Known && j.req == nil && (h.Key == 18 && h.Version >= 3 || obs.rec != nil && s.srv.opts.Audit.Level() == audit.Full) {
 		// Decode for the audit record (and ApiVersions' client software).
 		if j.whole == nil {
-			if j.whole, err = s.readWhole(size); err != nil {
+			if j.whole, obs.frame, err = s.readFrame(size); err != nil {
 				return err
 			}
 		}
@@ -436,11 +437,16 @@ func (s *session) handleFrame(size int) error {
 	}
 	if !expectResponse {
 		s.acksZeroDone(h, obs)
+		// No response will account for it: the frame is free once sent.
+		defer putFrame(obs.frame)
 	}
 	if s.local != nil {
 		return s.handleLocal(h, size, expectResponse, p, j)
 	}
 	if expectResponse {
+		// From here the write loop owns obs.frame; it releases it once the
+		// response — which cannot arrive before the request is written
+		// below — is accounted.
 		if err := s.push(p); err != nil {
 			return err
 		}
@@ -763,9 +769,11 @@ func (s *session) relayResponse(p pending) error {
 	if p.key == 1 || p.key == 78 {
 		s.fetchBytes.Add(int64(total))
 	}
+	// Fetch streams even when fully audited: the walker reports what each
+	// partition returned.
 	fullAudit := p.obs.rec != nil && p.obs.req != nil
-	if p.key == 1 && p.merge == nil && !fullAudit && wire.IsFlexible(p.key, p.version) {
-		err := s.relayFetch(p, total)
+	if p.key == 1 && p.merge == nil && wire.IsFlexible(p.key, p.version) {
+		err := s.relayFetch(&p, total)
 		s.finish(&p, total, nil)
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -15,9 +16,11 @@ import (
 	"github.com/tollgate-kafka/tollgate/bench"
 )
 
-// benchCmd is `tollgate bench`: the gateway against a direct connection and
-// a blind splice relay, over one in-process kfake upstream. See package
-// bench for the method. With bench.ChildFlag first it is instead the child
+// benchCmd is `tollgate bench`. The default suite, gateway, is the gateway
+// against a direct connection and a blind splice relay, over one in-process
+// kfake upstream; --suite policy and --suite audit run tollgate against
+// itself with policy rules or audit levels (issues 5 and 6); --suite broker
+// is the built-in broker against kfake. See package bench for the method. With bench.ChildFlag first it is instead the child
 // side that serves the relay or the gateway (hidden: the benchmark starts
 // it by re-executing this binary).
 func benchCmd(args []string, stdout, stderr io.Writer) int {
@@ -33,20 +36,31 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	var (
 		duration   = fs.Duration("duration", 5*time.Second, "measured window of each run")
 		warmup     = fs.Duration("warmup", time.Second, "unmeasured warm-up at the start of each run")
-		rounds     = fs.Int("rounds", 3, "alternations of direct, relay, tollgate")
+		rounds     = fs.Int("rounds", 3, "rounds; each runs every workload over every path (gateway suite) or variant (policy, audit)")
 		workloads  = fs.String("workloads", strings.Join(bench.WorkloadNames(), ","), "comma-separated workloads to run")
 		brokers    = fs.Int("brokers", 1, "kfake brokers")
 		partitions = fs.Int("partitions", 3, "partitions of the throughput topics")
 		rate       = fs.Int("rate", 1000, "records/s of the latency workload")
 		consumeMiB = fs.Int64("consume-mib", 32, "size of the topic the consume workload loops over")
 		jsonOut    = fs.Bool("json", false, "print the report as JSON instead of a table")
-		cpuprofile = fs.String("cpuprofile", "", "write a CPU profile of the gateway process to this file")
+		cpuprofile = fs.String("cpuprofile", "", "write a CPU profile of the gateway process to this file (policy: the topic-100 gateway; audit: the full one)")
 		inProcess  = fs.Bool("in-process", false, "run relay and gateway in this process (no CPU or RSS figures)")
 		check      = fs.Bool("check", false, "exit 3 if a target of the issue is missed")
 		quiet      = fs.Bool("quiet", false, "no per-run progress on stderr")
+		suite      = fs.String("suite", string(bench.SuiteGateway), "gateway | policy | audit | broker")
+		workDir    = fs.String("work-dir", "", "policy/audit: keep each variant's config file and audit sink here (default: a temporary directory, removed)")
+
+		brokerDir      = fs.String("broker-dir", "", "broker: where data directories and the disk probe go (default: the system temp dir)")
+		brokerMiB      = fs.Int64("broker-produce-mib", 1024, "broker: MiB produced (and fetched) per setup")
+		brokerMemMiB   = fs.Int64("broker-memory-mib", 4096, "broker: MiB given to tollgate fsync=never while its RSS is sampled; negative skips")
+		brokerStepMiB  = fs.Int64("broker-memory-step-mib", 1024, "broker: MiB between RSS samples of the memory run")
+		brokerProbeMiB = fs.Int64("broker-probe-mib", 256, "broker: MiB of the disk bandwidth probe")
+		brokerRate     = fs.Int("broker-rate", 10000, "broker: records/s of the latency runs")
+		brokerLatDur   = fs.Duration("broker-latency-duration", 5*time.Second, "broker: length of each latency run")
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tollgate bench [flags]\n\nworkloads: "+strings.Join(bench.WorkloadNames(), ", ")+"\n\nflags:")
+		fmt.Fprintln(stderr, "usage: tollgate bench [--suite gateway|policy|audit|broker] [flags]\n\nworkloads: "+strings.Join(bench.WorkloadNames(), ", ")+
+			"\n(policy and audit default to "+strings.Join(bench.SuiteWorkloads, ",")+")\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -59,6 +73,42 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tollgate bench: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if bench.Suite(*suite) == bench.SuiteBroker {
+		var out io.Writer = stdout
+		if *jsonOut {
+			out = nil
+		}
+		cfg := bench.BrokerConfig{
+			Dir:             *brokerDir,
+			ProduceBytes:    *brokerMiB << 20,
+			MemoryBytes:     *brokerMemMiB << 20,
+			MemoryStep:      *brokerStepMiB << 20,
+			ProbeBytes:      *brokerProbeMiB << 20,
+			LatencyRate:     *brokerRate,
+			LatencyDuration: *brokerLatDur,
+		}
+		if !*quiet {
+			cfg.Log = stderr
+		}
+		rep, err := bench.RunBroker(ctx, cfg, out)
+		if err != nil {
+			fmt.Fprintln(stderr, "tollgate bench:", err)
+			return 1
+		}
+		if *jsonOut {
+			enc := json.NewEncoder(stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(rep); err != nil {
+				fmt.Fprintln(stderr, "tollgate bench:", err)
+				return 1
+			}
+		}
+		return 0
+	}
 	opts := bench.Options{
 		Duration:     *duration,
 		Warmup:       *warmup,
@@ -68,14 +118,17 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		Rate:         *rate,
 		ConsumeBytes: *consumeMiB << 20,
 		CPUProfile:   *cpuprofile,
+		WorkDir:      *workDir,
 		ChildStderr:  stderr,
 	}
 	if *warmup == 0 {
 		opts.Warmup = -1 // Options reads 0 as "default"
 	}
-	for _, w := range strings.Split(*workloads, ",") {
-		if w = strings.TrimSpace(w); w != "" {
-			opts.Workloads = append(opts.Workloads, w)
+	if set["workloads"] || bench.Suite(*suite) == bench.SuiteGateway {
+		for _, w := range strings.Split(*workloads, ",") {
+			if w = strings.TrimSpace(w); w != "" {
+				opts.Workloads = append(opts.Workloads, w)
+			}
 		}
 	}
 	if !*quiet {
@@ -91,9 +144,21 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 			return exec.Command(exe, append([]string{"bench"}, childArgs...)...)
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	rep, err := bench.Run(ctx, opts)
+	var rep interface {
+		WriteJSON(io.Writer) error
+		WriteTable(io.Writer) error
+		Met() bool
+	}
+	var err error
+	switch s := bench.Suite(*suite); s {
+	case bench.SuiteGateway:
+		rep, err = bench.Run(ctx, opts)
+	case bench.SuitePolicy, bench.SuiteAudit:
+		rep, err = bench.RunSuite(ctx, s, opts)
+	default:
+		fmt.Fprintf(stderr, "tollgate bench: unknown suite %q (want gateway, policy, audit or broker)\n", *suite)
+		return 2
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "tollgate bench:", err)
 		return 1
