@@ -287,6 +287,11 @@ func regKey(key, min, max int16, h handler) {
 // err) to close the connection. Appends happen before Handle returns, so a
 // connection's produce requests land in order; slow completions (fsync
 // waits, long polls) call done later from another goroutine.
+//
+// NOTE: a Produce request's body (key 0) is the gateway's pooled buffer:
+// nothing may keep a reference to it (or to slices of it, such as the
+// decoded record batches) after Handle returns. Appends happen inside
+// Handle, and the durability wait works on the response alone.
 func (c *Conn) Handle(req *wire.Request, done func(wire.Body, error)) {
 	e, ok := registry[req.Key]
 	if !ok {

@@ -28,6 +28,8 @@ type Local interface {
 }
 
 // LocalConn is one client connection's handle on the built-in broker.
+// Handle owns req.Body, except that it must not retain the body of a
+// Produce request (key 0) after it returns: the gateway reuses that buffer.
 type LocalConn interface {
 	Handle(req *wire.Request, done func(wire.Body, error))
 	Close()
