@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"bytes"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -224,4 +226,54 @@ func (s *session) handshakeTLS() error {
 		}
 	}
 	return nil
+}
+
+// Pass-through SASL (a listener that does not terminate SASL in front of
+// an upstream that does): the gateway relays the exchange but still learns
+// who authenticated, for policy and audit. It reads the user name from the
+// client's first SaslAuthenticate token (PLAIN "authzid\0user\0password",
+// SCRAM client-first "n,,n=user,r=...") and adopts it once the upstream
+// answers that request without error. The password is never kept.
+
+// saslUser returns the user a PLAIN or SCRAM first token names, or "".
+func saslUser(token []byte) string {
+	if parts := bytes.Split(token, []byte{0}); len(parts) == 3 { // PLAIN
+		if len(parts[0]) > 0 {
+			return string(parts[0])
+		}
+		return string(parts[1])
+	}
+	msg := string(token)
+	// SCRAM client-first: gs2 header "n,," or "y,," (optionally with
+	// "a=authzid"), then "n=user,r=nonce".
+	if !strings.HasPrefix(msg, "n,") && !strings.HasPrefix(msg, "y,") {
+		return ""
+	}
+	for _, f := range strings.Split(msg, ",")[2:] {
+		if u, ok := strings.CutPrefix(f, "n="); ok {
+			return strings.NewReplacer("=2C", ",", "=3D", "=").Replace(u)
+		}
+	}
+	return ""
+}
+
+// passthroughUser reads the user of a relayed SaslAuthenticate request.
+func passthroughUser(h wire.RequestHeader, whole []byte) string {
+	req, err := decodeRequest(h, whole)
+	if err != nil {
+		return ""
+	}
+	if r, ok := req.(*kmsg.SASLAuthenticateRequest); ok {
+		return saslUser(r.SASLAuthBytes)
+	}
+	return ""
+}
+
+// adoptPassthroughPrincipal, on the read loop, takes the principal the
+// write loop saw the upstream accept.
+func (s *session) adoptPassthroughPrincipal() {
+	if p := s.passPrincipal.Swap(nil); p != nil {
+		s.subj.Principal = *p
+		s.log.Info("authenticated by the upstream (SASL pass-through)", "principal", *p)
+	}
 }

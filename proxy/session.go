@@ -72,6 +72,9 @@ type session struct {
 
 	tlsSubject string     // the verified client certificate's subject (mTLS)
 	sasl       *saslState // nil unless the listener terminates SASL
+	// passPrincipal carries a principal the upstream accepted (SASL
+	// pass-through) from the write loop to the read loop.
+	passPrincipal atomic.Pointer[string]
 
 	muteUntil  atomic.Int64 // unix nanos: the read loop waits until then (throttling)
 	fetchBytes atomic.Int64 // Fetch response bytes written, charged by the read loop
@@ -105,8 +108,9 @@ type pending struct {
 	delay    bool
 	hide     []int16 // ApiVersions: keys this subject is denied outright (listener switch)
 
-	raw        bool // a SASL v0 raw token: size prefix and bytes, no header
-	closeAfter bool // close the connection once this response is written (failed authentication)
+	raw        bool   // a SASL v0 raw token: size prefix and bytes, no header
+	saslUser   string // pass-through SaslAuthenticate: the user the token names
+	closeAfter bool   // close the connection once this response is written (failed authentication)
 
 	obs observed // accounting for metrics and audit
 }
@@ -381,6 +385,13 @@ func (s *session) handleFrame(size int) error {
 	if s.sasl != nil && (h.Key == 17 || h.Key == 36) {
 		return s.handleSASL(h, size)
 	}
+	if s.sasl == nil && h.Key == 17 && h.Version == 0 && s.local == nil {
+		// After a v0 handshake the client sends raw SASL tokens with no
+		// Kafka header, which a relaying gateway cannot frame; every client
+		// since Kafka 1.0 uses v1 (KIP-152).
+		return badRequest(closeUnsupported, "SaslHandshake v0 (raw SASL tokens) cannot be relayed; use a client that speaks SaslHandshake v1, or terminate SASL at the gateway")
+	}
+	s.adoptPassthroughPrincipal()
 	if h.Key == 18 && !h.Known {
 		// An ApiVersions version newer than this build: answer as a broker
 		// does (KIP-511), a v0 body with UNSUPPORTED_VERSION and the
@@ -429,9 +440,19 @@ func (s *session) handleFrame(size int) error {
 			}
 		}
 	}
+	if h.Key == 36 && s.sasl == nil && s.local == nil && h.Known {
+		if j.whole == nil {
+			if j.whole, obs.frame, err = s.readFrame(size); err != nil {
+				return err
+			}
+		}
+	}
 	obs.req = j.req
 	p := pending{key: h.Key, version: h.Version, corr: h.Correlation, merge: j.merge, throttle: j.throttle,
 		delay: j.throttle > 0 && !policy.AppliesAfterResponse(h.Key, h.Version), obs: obs}
+	if h.Key == 36 && s.sasl == nil && s.local == nil && j.whole != nil {
+		p.saslUser = passthroughUser(h, j.whole)
+	}
 	if eng := s.srv.policy.Load(); h.Key == 18 && eng != nil && eng.HidesKeys(s.l.opts.Name) {
 		p.hide = eng.DeniedKeys(&s.subj)
 	}
@@ -791,7 +812,7 @@ func (s *session) relayResponse(p pending) error {
 		s.finish(&p, total, nil)
 		return err
 	}
-	if fullAudit || p.adjusted() || rewrite.Needs(p.key, p.version) || p.key == 18 {
+	if fullAudit || p.adjusted() || rewrite.Needs(p.key, p.version) || p.key == 18 || p.saslUser != "" {
 		return s.relayRewritten(p, total)
 	}
 	defer s.finish(&p, total, nil)
@@ -838,6 +859,11 @@ func (s *session) relayRewritten(p pending, total int) error {
 		hl += n
 	}
 	body := frame[hl:]
+	if p.saslUser != "" && len(body) >= 2 && body[0] == 0 && body[1] == 0 {
+		// SaslAuthenticate's first field is its error code: accepted.
+		u := p.saslUser
+		s.passPrincipal.Store(&u)
+	}
 	if p.adjusted() {
 		adjusted, err := adjust(p, body)
 		if err != nil {

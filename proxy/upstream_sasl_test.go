@@ -2,13 +2,17 @@ package proxy_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/tollgate-kafka/tollgate/auth"
@@ -52,3 +56,48 @@ func TestUpstreamSASL(t *testing.T) {
 	}
 	t.Logf("%d produces across upstream session expiries", n)
 }
+
+// TestSASLPassthroughPrincipal: with SASL relayed to an upstream that
+// requires it, the gateway still learns who authenticated (from the
+// PLAIN or SCRAM token, once the upstream accepts it), so policy rules on
+// principals apply; a SaslHandshake v0 (raw tokens) is refused clearly.
+func TestSASLPassthroughPrincipal(t *testing.T) {
+	c := startUpstream(t, 1, kfake.SeedTopics(1, "pt"), kfake.EnableSASL(),
+		kfake.Superuser("PLAIN", "alice", "a-pw"), kfake.Superuser("SCRAM-SHA-256", "bob", "b-pw"))
+	srv := startGateway(t, c)
+	setPolicy(t, srv, "policy:\n  rules:\n    - name: bob-read-only\n      match: { principal: bob, api: [Produce] }\n      action: deny\n")
+	ctx := ctxT(t, 30*time.Second)
+	alice := newClient(t, srv, nil, kgo.SASL(plain.Auth{User: "alice", Pass: "a-pw"}.AsMechanism()), kgo.DefaultProduceTopic("pt"))
+	if err := alice.ProduceSync(ctx, kgo.StringRecord("a")).FirstErr(); err != nil {
+		t.Fatalf("alice through pass-through SASL: %v", err)
+	}
+	bob := newClient(t, srv, nil, kgo.SASL(scram.Auth{User: "bob", Pass: "b-pw"}.AsSha256Mechanism()), kgo.DefaultProduceTopic("pt"))
+	if err := bob.ProduceSync(ctx, kgo.StringRecord("b")).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("bob's produce: %v, want the gateway's TOPIC_AUTHORIZATION_FAILED for his principal", err)
+	}
+	rc := dialRaw(t, srv.Addr(0).String())
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.SetVersion(0)
+	hs.Mechanism = "PLAIN"
+	if _, _, ok := rc.roundTrip(hs); ok {
+		t.Fatal("a v0 handshake was relayed")
+	}
+}
+
+func TestSASLUserFromToken(t *testing.T) {
+	for tok, want := range map[string]string{
+		"\x00alice\x00pw":          "alice",
+		"admin\x00alice\x00pw":     "admin",
+		"n,,n=bob,r=abc":           "bob",
+		"n,,n=we=2Cird=3Dname,r=x": "we,ird=name",
+		"y,a=x,n=carol,r=1":        "carol",
+		"c=biws,r=abc,p=xyz":       "",
+		"garbage":                  "",
+	} {
+		if got := proxySASLUser(tok); got != want {
+			t.Errorf("%q: %q, want %q", tok, got, want)
+		}
+	}
+}
+
+func proxySASLUser(tok string) string { return proxy.SASLUserForTest([]byte(tok)) }

@@ -1,0 +1,4 @@
+package proxy
+
+// Test hooks for the external test package.
+var SASLUserForTest = saslUser
