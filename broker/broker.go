@@ -104,7 +104,9 @@ type Broker struct {
 	advertisedHost string
 	advertisedPort int32
 
-	stop     chan struct{} // closed by Close: ends the retention loop and long polls
+	stop chan struct{} // closed by Close: ends the retention loop and long polls
+
+	sessions *fetchSessionCache // KIP-227 fetch sessions
 	bg       sync.WaitGroup
 	retainEv time.Duration
 }
@@ -141,6 +143,7 @@ func Open(cfg Config) (*Broker, error) {
 		advertisedHost: "localhost",
 		advertisedPort: 9092,
 		stop:           make(chan struct{}),
+		sessions:       newFetchSessionCache(maxFetchSessions),
 		retainEv:       30 * time.Second,
 	}
 	if cfg.Observer != nil {

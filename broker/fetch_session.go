@@ -142,26 +142,7 @@ func (c *fetchSessionCache) len() int {
 	return len(c.byID)
 }
 
-// sessionCaches holds each open broker's session cache.
-//
-// TODO(lead): this belongs in a Broker field initialised by Open
-// (broker.go is edited concurrently by another engineer); the entry is
-// dropped when the broker's stop channel closes.
-var sessionCaches sync.Map // *Broker -> *fetchSessionCache
-
-func (b *Broker) fetchSessions() *fetchSessionCache {
-	if v, ok := sessionCaches.Load(b); ok {
-		return v.(*fetchSessionCache)
-	}
-	v, loaded := sessionCaches.LoadOrStore(b, newFetchSessionCache(maxFetchSessions))
-	if !loaded {
-		go func() {
-			<-b.stop
-			sessionCaches.Delete(b)
-		}()
-	}
-	return v.(*fetchSessionCache)
-}
+func (b *Broker) fetchSessions() *fetchSessionCache { return b.sessions }
 
 // nextEpoch follows FetchMetadata.nextEpoch: after MaxInt32 comes 1 (0
 // creates and -1 closes a session).
