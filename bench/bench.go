@@ -42,6 +42,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -244,6 +245,11 @@ type pathEnv struct {
 	route   func(addr string) (string, error) // where a dial of addr goes, or why it may not
 	child   *child                            // the relay or gateway process; nil: nothing to measure
 	stop    func()
+	// tls, if set, is the client side of a TLS listener (TLS suite): every
+	// dial completes a handshake with it or fails, and tlsConns counts
+	// the handshakes.
+	tls      *tls.Config
+	tlsConns atomic.Int64
 }
 
 var errOffRoute = errors.New("dial off the benchmark path")
@@ -348,8 +354,13 @@ func (e *pathEnv) newClient(m *meter, opts ...kgo.Opt) (*kgo.Client, error) {
 			return nil, err
 		}
 		m.dials.Add(1)
-		var d net.Dialer
-		return d.DialContext(ctx, network, to)
+		if e.tls == nil {
+			var d net.Dialer
+			return d.DialContext(ctx, network, to)
+		}
+		// What kgo.DialTLSConfig does (kgo refuses it together with a
+		// Dialer): a clone per dial, the server name from the address.
+		return e.dialTLS(ctx, network, to)
 	}
 	base := []kgo.Opt{kgo.SeedBrokers(e.seeds...), kgo.Dialer(dial), kgo.WithHooks(m)}
 	cl, err := kgo.NewClient(append(base, opts...)...)

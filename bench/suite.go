@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,10 +48,11 @@ const (
 	SuitePolicy  Suite = "policy"  // tollgate with 0, 10 and 100 rules
 	SuiteAudit   Suite = "audit"   // tollgate with audit off, summary, full
 	SuiteBroker  Suite = "broker"  // built-in broker vs kfake (RunBroker)
+	SuiteTLS     Suite = "tls"     // tollgate with a TLS listener vs plaintext (RunTLSSuite)
 )
 
 // Suites lists the suites in the order the command documents them.
-var Suites = []Suite{SuiteGateway, SuitePolicy, SuiteAudit, SuiteBroker}
+var Suites = []Suite{SuiteGateway, SuitePolicy, SuiteAudit, SuiteTLS, SuiteBroker}
 
 // ErrUnknownSuite is returned for a suite name RunSuite does not run.
 var ErrUnknownSuite = errors.New("unknown suite")
@@ -76,6 +78,10 @@ type variant struct {
 	versus string
 	target float64
 	probe  probeWant
+	// tls, if set, makes the bench listener TLS with these PEM files, and
+	// clientTLS is what the variant's clients dial it with (the TLS suite).
+	tls       *configs.ListenerTLS
+	clientTLS *tls.Config
 }
 
 type probeWant int
@@ -186,10 +192,17 @@ func (v variant) configYAML(upstreams []string, auditFile string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# written by tollgate bench: variant %s (%s)\n", v.name, v.desc)
 	b.WriteString("listeners:\n")
-	b.WriteString("  - {name: bench, listen: 127.0.0.1:0, broker_port_base: 0}\n")
+	if v.tls != nil {
+		fmt.Fprintf(&b, "  - {name: bench, listen: 127.0.0.1:0, broker_port_base: 0, tls: {cert: %q, key: %q}}\n", v.tls.Cert, v.tls.Key)
+	} else {
+		b.WriteString("  - {name: bench, listen: 127.0.0.1:0, broker_port_base: 0}\n")
+	}
 	b.WriteString("  - {name: internal, listen: 127.0.0.1:0, broker_port_base: 0}\n")
 	fmt.Fprintf(&b, "upstream:\n  bootstrap: [%s]\n", strings.Join(upstreams, ", "))
 	b.WriteString("admin:\n  listen: \"off\"\nlog:\n  level: warn\n")
+	// Every benchmark client dials from 127.0.0.1, and the connection loop
+	// opens thousands of connections a second: lift the per-address caps.
+	b.WriteString("limits:\n  max_connections_per_address: 0\n  connection_rate_per_address: 0\n")
 	if len(v.rules) > 0 {
 		b.WriteString("policy:\n  default: allow\n  rules:\n")
 		for _, r := range v.rules {
@@ -214,6 +227,30 @@ func RunSuite(ctx context.Context, suite Suite, opts Options) (*SuiteReport, err
 	if err != nil {
 		return nil, err
 	}
+	profiled := map[Suite]string{SuitePolicy: "topic-100", SuiteAudit: "full"}[suite]
+	return runSuite(ctx, suiteRun{suite: suite, variants: vs, profiled: profiled}, opts)
+}
+
+// suiteRun is what distinguishes one overhead suite from another for
+// runSuite: the variants, and what the suite does around the rounds.
+type suiteRun struct {
+	suite    Suite
+	variants []variant
+	profiled string // the variant whose gateway CPUProfile profiles
+	// prepare runs once the work directory exists, before any gateway
+	// starts, and may fill in the variants (the TLS suite writes its
+	// certificates there).
+	prepare func(dir string, vs []variant) error
+	// started runs once every gateway listens, before the warm-up;
+	// measured after the rounds, while the gateways still run. vars is
+	// keyed by variant name; rep.Variants is in the order of variants.
+	started  func(ctx context.Context, vars map[string]*variantEnv, rep *SuiteReport) error
+	measured func(ctx context.Context, vars map[string]*variantEnv, rep *SuiteReport) error
+}
+
+func runSuite(ctx context.Context, sr suiteRun, opts Options) (*SuiteReport, error) {
+	suite, vs := sr.suite, sr.variants
+	var err error
 	if len(opts.Workloads) == 0 {
 		opts.Workloads = SuiteWorkloads
 	}
@@ -238,6 +275,11 @@ func RunSuite(ctx context.Context, suite Suite, opts Options) (*SuiteReport, err
 	} else if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("suite work directory: %w", err)
 	}
+	if sr.prepare != nil {
+		if err := sr.prepare(dir, vs); err != nil {
+			return nil, err
+		}
+	}
 
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(opts.Brokers))
 	if err != nil {
@@ -257,7 +299,6 @@ func RunSuite(ctx context.Context, suite Suite, opts Options) (*SuiteReport, err
 		DurationSec: opts.Duration.Seconds(), WarmupSec: opts.Warmup.Seconds(),
 		ChildProcesses: opts.Command != nil, LoadAvgStart: loadAvg(),
 	}
-	profiled := map[Suite]string{SuitePolicy: "topic-100", SuiteAudit: "full"}[suite]
 	vars := make(map[string]*variantEnv, len(vs))
 	defer func() {
 		for _, ve := range vars {
@@ -265,7 +306,7 @@ func RunSuite(ctx context.Context, suite Suite, opts Options) (*SuiteReport, err
 		}
 	}()
 	for _, v := range vs {
-		ve, err := b.startVariant(v, dir, v.name == profiled)
+		ve, err := b.startVariant(v, dir, v.name == sr.profiled)
 		if err != nil {
 			return nil, fmt.Errorf("variant %s: %w", v.name, err)
 		}
@@ -280,6 +321,11 @@ func RunSuite(ctx context.Context, suite Suite, opts Options) (*SuiteReport, err
 			if err := vars[v.name].probe(ctx, &rep.Variants[i]); err != nil {
 				return nil, fmt.Errorf("variant %s: %w", v.name, err)
 			}
+		}
+	}
+	if sr.started != nil {
+		if err := sr.started(ctx, vars, rep); err != nil {
+			return nil, err
 		}
 	}
 	for _, w := range ws {
@@ -315,6 +361,11 @@ func RunSuite(ctx context.Context, suite Suite, opts Options) (*SuiteReport, err
 				fmt.Fprintf(opts.Progress, "round %d/%d %-18s %-10s %s\n", round, opts.Rounds, w.name, v.name, r.brief())
 				rep.Runs = append(rep.Runs, r)
 			}
+		}
+	}
+	if sr.measured != nil {
+		if err := sr.measured(ctx, vars, rep); err != nil {
+			return nil, err
 		}
 	}
 	rep.LoadAvgEnd = loadAvg()
@@ -367,7 +418,7 @@ func (b *bencher) startVariant(v variant, dir string, profile bool) (*variantEnv
 	}
 	ve.info = VariantInfo{Name: v.name, Desc: v.desc, ConfigFile: file, Rules: len(cfg.Policy.Rules),
 		Audit: cfg.Audit.Level, Metrics: v.metrics}
-	e := &pathEnv{path: Gateway, variant: v.name}
+	e := &pathEnv{path: Gateway, variant: v.name, tls: v.clientTLS}
 	var info childInfo
 	if b.opts.Command == nil {
 		log := slog.New(slog.NewTextHandler(b.opts.ChildStderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("variant", v.name)

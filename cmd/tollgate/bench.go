@@ -19,10 +19,13 @@ import (
 // benchCmd is `tollgate bench`. The default suite, gateway, is the gateway
 // against a direct connection and a blind splice relay, over one in-process
 // kfake upstream; --suite policy and --suite audit run tollgate against
-// itself with policy rules or audit levels (issues 5 and 6); --suite broker
-// is the built-in broker against kfake. See package bench for the method. With bench.ChildFlag first it is instead the child
-// side that serves the relay or the gateway (hidden: the benchmark starts
-// it by re-executing this binary).
+// itself with policy rules or audit levels (issues 5 and 6); --suite tls
+// runs it with a TLS listener against a plaintext one and measures new
+// connections with handshakes (issue 7); --suite broker is the built-in
+// broker against kfake. See package bench for the method. With
+// bench.ChildFlag first it is instead the child side that serves the relay
+// or the gateway (hidden: the benchmark starts it by re-executing this
+// binary).
 func benchCmd(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == bench.ChildFlag {
 		if err := bench.ServeChild(args, os.Stdin, stdout, stderr); err != nil {
@@ -36,19 +39,19 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	var (
 		duration   = fs.Duration("duration", 5*time.Second, "measured window of each run")
 		warmup     = fs.Duration("warmup", time.Second, "unmeasured warm-up at the start of each run")
-		rounds     = fs.Int("rounds", 3, "rounds; each runs every workload over every path (gateway suite) or variant (policy, audit)")
+		rounds     = fs.Int("rounds", 3, "rounds; each runs every workload over every path (gateway suite) or variant (policy, audit, tls)")
 		workloads  = fs.String("workloads", strings.Join(bench.WorkloadNames(), ","), "comma-separated workloads to run")
 		brokers    = fs.Int("brokers", 1, "kfake brokers")
 		partitions = fs.Int("partitions", 3, "partitions of the throughput topics")
 		rate       = fs.Int("rate", 1000, "records/s of the latency workload")
 		consumeMiB = fs.Int64("consume-mib", 32, "size of the topic the consume workload loops over")
 		jsonOut    = fs.Bool("json", false, "print the report as JSON instead of a table")
-		cpuprofile = fs.String("cpuprofile", "", "write a CPU profile of the gateway process to this file (policy: the topic-100 gateway; audit: the full one)")
+		cpuprofile = fs.String("cpuprofile", "", "write a CPU profile of the gateway process to this file (policy: the topic-100 gateway; audit: the full one; tls: the TLS one)")
 		inProcess  = fs.Bool("in-process", false, "run relay and gateway in this process (no CPU or RSS figures)")
 		check      = fs.Bool("check", false, "exit 3 if a target of the issue is missed")
 		quiet      = fs.Bool("quiet", false, "no per-run progress on stderr")
-		suite      = fs.String("suite", string(bench.SuiteGateway), "gateway | policy | audit | broker")
-		workDir    = fs.String("work-dir", "", "policy/audit: keep each variant's config file and audit sink here (default: a temporary directory, removed)")
+		suite      = fs.String("suite", string(bench.SuiteGateway), "gateway | policy | audit | tls | broker")
+		workDir    = fs.String("work-dir", "", "policy/audit/tls: keep each variant's config file, audit sink and certificates here (default: a temporary directory, removed)")
 
 		brokerDir      = fs.String("broker-dir", "", "broker: where data directories and the disk probe go (default: the system temp dir)")
 		brokerMiB      = fs.Int64("broker-produce-mib", 1024, "broker: MiB produced (and fetched) per setup")
@@ -59,8 +62,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		brokerLatDur   = fs.Duration("broker-latency-duration", 5*time.Second, "broker: length of each latency run")
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tollgate bench [--suite gateway|policy|audit|broker] [flags]\n\nworkloads: "+strings.Join(bench.WorkloadNames(), ", ")+
-			"\n(policy and audit default to "+strings.Join(bench.SuiteWorkloads, ",")+")\n\nflags:")
+		fmt.Fprintln(stderr, "usage: tollgate bench [--suite gateway|policy|audit|tls|broker] [flags]\n\nworkloads: "+strings.Join(bench.WorkloadNames(), ", ")+
+			"\n(policy, audit and tls default to "+strings.Join(bench.SuiteWorkloads, ",")+")\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -155,8 +158,10 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		rep, err = bench.Run(ctx, opts)
 	case bench.SuitePolicy, bench.SuiteAudit:
 		rep, err = bench.RunSuite(ctx, s, opts)
+	case bench.SuiteTLS:
+		rep, err = bench.RunTLSSuite(ctx, opts)
 	default:
-		fmt.Fprintf(stderr, "tollgate bench: unknown suite %q (want gateway, policy, audit or broker)\n", *suite)
+		fmt.Fprintf(stderr, "tollgate bench: unknown suite %q (want gateway, policy, audit, tls or broker)\n", *suite)
 		return 2
 	}
 	if err != nil {
