@@ -41,9 +41,11 @@ func smokeOptions(t *testing.T) Options {
 			t.Logf("children's stderr:\n%s", logs.String())
 		}
 	})
+	// Windows long enough that a pause of a loaded, race-instrumented CI
+	// machine does not leave one empty (the assertions need records moved).
 	return Options{
-		Duration:     250 * time.Millisecond,
-		Warmup:       100 * time.Millisecond,
+		Duration:     time.Second,
+		Warmup:       300 * time.Millisecond,
 		Rounds:       1,
 		Partitions:   2,
 		Rate:         500,

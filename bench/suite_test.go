@@ -74,7 +74,6 @@ func TestUnknownSuite(t *testing.T) {
 
 func suiteSmokeOptions(t *testing.T) Options {
 	opts := smokeOptions(t)
-	opts.Duration = 500 * time.Millisecond
 	opts.WorkDir = t.TempDir()
 	return opts
 }

@@ -217,7 +217,6 @@ func TestTLSSuiteSmoke(t *testing.T) {
 		t.Skip("CPU and RSS come from /proc")
 	}
 	opts := suiteSmokeOptions(t)
-	opts.Duration = 250 * time.Millisecond
 	opts.Command = testCommand
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
