@@ -83,7 +83,11 @@ func (f *fetchStream) walk(version int16) error {
 	if err := f.copyTags(); err != nil {
 		return err
 	}
-	// ThrottleMillis, ErrorCode, SessionID.
+	// ThrottleMillis, ErrorCode, SessionID. The buffer is flushed first if
+	// need be, so the fields patched below are still in it.
+	if err := f.room(4 + 2 + 4); err != nil {
+		return err
+	}
 	if err := f.copy(4 + 2 + 4); err != nil {
 		return err
 	}
@@ -130,12 +134,16 @@ func (f *fetchStream) walk(version int16) error {
 // partition copies one partition: its fixed fields, aborted transactions,
 // preferred read replica, records (spliced when large) and tags.
 func (f *fetchStream) partition() error {
-	// Partition, ErrorCode, HighWatermark, LastStableOffset, LogStartOffset.
+	// Partition, ErrorCode, HighWatermark, LastStableOffset, LogStartOffset
+	// (kept in the buffer to be read back below).
+	if err := f.room(30); err != nil {
+		return err
+	}
 	if err := f.copy(4 + 2 + 8 + 8 + 8); err != nil {
 		return err
 	}
 	var res fetchResult
-	if f.collect && len(f.out) >= 30 {
+	if f.collect {
 		fixed := f.out[len(f.out)-30:]
 		res = fetchResult{topic: f.topic, partition: int32(binary.BigEndian.Uint32(fixed)),
 			errorCode: int16(binary.BigEndian.Uint16(fixed[4:]))}
@@ -209,9 +217,7 @@ func (f *fetchStream) records(n int) error {
 		n -= b
 	}
 	if n > 0 {
-		if _, err := io.CopyN(clientWriter{s.client}, s.up, int64(n)); err != nil {
-			return err
-		}
+		return s.copyToClient(clientWriter{s.client}, int64(n))
 	}
 	return nil
 }
@@ -234,6 +240,15 @@ func (f *fetchStream) rewriteTail() error {
 	}
 	f.out = append(f.out, out...)
 	return f.flush()
+}
+
+// room flushes the output buffer if n more bytes would make copy flush it,
+// so that fixed fields just copied can be read back or patched.
+func (f *fetchStream) room(n int) error {
+	if len(f.out)+n >= bufSize {
+		return f.flush()
+	}
+	return nil
 }
 
 // copy moves n bytes from the upstream into the output buffer.

@@ -1,7 +1,9 @@
 package proxy_test
 
 import (
+	"io"
 	"net"
+	"strings"
 	"strconv"
 	"testing"
 	"time"
@@ -122,4 +124,51 @@ func TestConnectionLimits(t *testing.T) {
 	}
 	b.Close()
 	waitFor(t, ctx, "a freed slot", func() bool { conn := dial(); defer conn.Close(); return alive(conn) })
+}
+
+// TestClientLeavesSilentUpstream: a client sends a request and closes
+// while the upstream never answers; the session (and its upstream
+// connection) ends at once instead of waiting for the answer forever.
+func TestClientLeavesSilentUpstream(t *testing.T) {
+	ln, err := net.Listen("tcp", upstreamHost+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	upClosed := make(chan struct{}, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				io.Copy(io.Discard, c) // read everything, answer nothing
+				upClosed <- struct{}{}
+				c.Close()
+			}()
+		}
+	}()
+	lb := &logBuffer{}
+	srv := startServer(t, proxy.Options{
+		Listeners:   []proxy.ListenerOptions{{Name: "t", Listen: "127.0.0.1:0"}},
+		Bootstrap:   []string{ln.Addr().String()},
+		DialTimeout: time.Second,
+	}, withLog(lb))
+	conn, err := net.Dial("tcp", srv.Addr(0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &rawConn{t: t, c: conn, f: kmsg.NewRequestFormatter()}
+	rc.corr++
+	conn.Write(rc.f.AppendRequest(nil, kmsg.NewPtrMetadataRequest(), rc.corr))
+	time.Sleep(50 * time.Millisecond) // the request reaches the upstream
+	conn.Close()
+	ctx := ctxT(t, 5*time.Second)
+	waitFor(t, ctx, "the session to close", func() bool { return strings.Contains(lb.String(), "connection closed") })
+	select {
+	case <-upClosed:
+	case <-ctx.Done():
+		t.Fatal("the upstream connection stayed open after the client left")
+	}
 }

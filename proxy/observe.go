@@ -56,7 +56,7 @@ type observed struct {
 	denied  bool
 	rule    string
 	fetched []fetchResult // a streamed Fetch response's partitions (full audit)
-	frame   *[]byte       // a pooled request frame, released once accounted
+	frame   *frameBuf     // a pooled request frame, released once accounted
 }
 
 // malformedCause maps a frame error to a metrics label.

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -155,21 +156,38 @@ func (s *session) readWhole(size int) ([]byte, error) {
 }
 
 // readFrame is readWhole for a frame read only to be decoded (policy,
-// audit): in upstream mode the buffer comes from a pool and ref is set,
-// to be released once the request is accounted (its decoded form aliases
-// the buffer). The built-in broker owns the frames it is handed, so those
-// are never pooled.
-func (s *session) readFrame(size int) (frame []byte, ref *[]byte, err error) {
+// audit): in upstream mode the buffer comes from a pool and ref is set; it
+// is released once the request is accounted (its decoded form aliases the
+// buffer) and written. The built-in broker owns the frames it is handed,
+// so those are never pooled.
+func (s *session) readFrame(size int) (frame []byte, ref *frameBuf, err error) {
 	if s.local != nil {
 		frame, err = s.readWhole(size)
 		return frame, nil, err
 	}
 	ref = getFrame(4 + size)
-	if _, err := io.ReadFull(s.cr, *ref); err != nil {
+	if _, err := io.ReadFull(s.cr, ref.b); err != nil {
 		putFrame(ref)
 		return nil, nil, badRequest(closeMalformed, "request truncated: %w", truncated(err))
 	}
-	return *ref, ref, nil
+	return ref.b, ref, nil
+}
+
+// frameBuf is a pooled request buffer with a count of its holders: the
+// read loop while it writes the frame upstream, the write loop until the
+// request is accounted. The last to let go returns it to the pool, so an
+// upstream that answers before it has read the whole request cannot make
+// a buffer be reused while it is still being written.
+type frameBuf struct {
+	b    []byte
+	refs atomic.Int32
+}
+
+// hold adds a holder.
+func (f *frameBuf) hold() {
+	if f != nil {
+		f.refs.Add(1)
+	}
 }
 
 // framePools hold request buffers by power-of-two size class, up to 16 MiB
@@ -179,27 +197,31 @@ var framePools [maxFrameClass + 1]sync.Pool
 
 const maxFrameClass = 24
 
-func getFrame(n int) *[]byte {
-	c := bits.Len(uint(n - 1))
-	if c > maxFrameClass {
-		b := make([]byte, n)
-		return &b
+// getFrame returns a buffer of n bytes with one holder.
+func getFrame(n int) *frameBuf {
+	c := bits.Len(uint(max(n, 1) - 1))
+	var f *frameBuf
+	if c <= maxFrameClass {
+		f, _ = framePools[c].Get().(*frameBuf)
+		if f == nil {
+			f = &frameBuf{b: make([]byte, 0, 1<<c)}
+		}
+	} else {
+		f = &frameBuf{b: make([]byte, 0, n)}
 	}
-	if p, ok := framePools[c].Get().(*[]byte); ok {
-		*p = (*p)[:n]
-		return p
-	}
-	b := make([]byte, n, 1<<c)
-	return &b
+	f.b = f.b[:n]
+	f.refs.Store(1)
+	return f
 }
 
-func putFrame(p *[]byte) {
-	if p == nil {
+// putFrame drops one holder; the last returns the buffer to its pool.
+func putFrame(f *frameBuf) {
+	if f == nil || f.refs.Add(-1) != 0 {
 		return
 	}
-	c := bits.Len(uint(cap(*p) - 1))
-	if c <= maxFrameClass && cap(*p) == 1<<c {
-		framePools[c].Put(p)
+	c := bits.Len(uint(cap(f.b) - 1))
+	if c <= maxFrameClass && cap(f.b) == 1<<c {
+		framePools[c].Put(f)
 	}
 }
 

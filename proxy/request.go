@@ -31,6 +31,7 @@ const (
 	closeAuthFailed                   // SASL authentication failed, or a request came before it
 	closeAuthExpired                  // the SASL session expired without re-authentication (KIP-368)
 	closeUpstreamReauth               // the gateway's own upstream SASL session is about to expire
+	closeAuthRejected                 // SASL refused: stop reading, send the refusal, close
 )
 
 var closeReasonNames = [...]string{
@@ -49,15 +50,20 @@ var closeReasonNames = [...]string{
 	closeAuthFailed:       "auth_failed",
 	closeAuthExpired:      "reauth_expired",
 	closeUpstreamReauth:   "upstream_session_expiring",
+	closeAuthRejected:     "auth_failed",
 }
 
 func (r closeReason) String() string { return closeReasonNames[r] }
 
 // isFault reports reasons that tear the connection down at once instead of
 // answering what was already read.
+//
+// A client that closed its side tears down at once too: nobody is left to
+// read the answers (Kafka closes the channel on EOF), and waiting for a
+// silent upstream would hold the session forever.
 func (r closeReason) isFault() bool {
 	switch r {
-	case closeNone, closeClientEOF, closeIdle, closeShutdown, closeUpstreamReauth:
+	case closeNone, closeIdle, closeShutdown, closeUpstreamReauth, closeAuthRejected:
 		return false
 	}
 	return true

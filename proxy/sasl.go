@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -95,8 +96,16 @@ func (s *session) handleSASL(h wire.RequestHeader, size int) error {
 	}
 	ch := make(chan result, 1)
 	ch <- result{body: wire.Bytes(resp.AppendTo(nil))}
-	return s.push(pending{key: h.Key, version: h.Version, corr: h.Correlation, local: ch, closeAfter: closeAfter,
-		obs: observed{start: time.Now(), bytesIn: 4 + size}})
+	if err := s.push(pending{key: h.Key, version: h.Version, corr: h.Correlation, local: ch, closeAfter: closeAfter,
+		obs: observed{start: time.Now(), bytesIn: 4 + size}}); err != nil {
+		return err
+	}
+	if closeAfter {
+		// Read nothing more: the refusal is answered, then the connection
+		// closes (pipelined requests behind it are never forwarded).
+		return &requestError{reason: closeAuthRejected, err: errAuthFailed}
+	}
+	return nil
 }
 
 func (s *session) saslHandshake(r *kmsg.SASLHandshakeRequest) (kmsg.Response, bool) {
@@ -214,7 +223,9 @@ func (s *session) handshakeTLS() error {
 		return fmt.Errorf("TLS handshake: %w", err)
 	}
 	tc.SetDeadline(time.Time{})
-	s.client = tc
+	if !s.adopt(func() { s.client = tc }) {
+		return net.ErrClosed
+	}
 	if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
 		s.tlsSubject = certs[0].Subject.String()
 		if s.l.opts.Principal != nil {
@@ -257,16 +268,29 @@ func saslUser(token []byte) string {
 	return ""
 }
 
-// passthroughUser reads the user of a relayed SaslAuthenticate request.
-func passthroughUser(h wire.RequestHeader, whole []byte) string {
+// passthroughStep reads a relayed SaslAuthenticate request and returns
+// the principal to adopt if the upstream accepts it ("" for none): PLAIN
+// completes in its one step; SCRAM only when its final message (the proof)
+// is accepted — its first message names the user but proves nothing.
+func (s *session) passthroughStep(h wire.RequestHeader, whole []byte) string {
 	req, err := decodeRequest(h, whole)
 	if err != nil {
 		return ""
 	}
-	if r, ok := req.(*kmsg.SASLAuthenticateRequest); ok {
-		return saslUser(r.SASLAuthBytes)
+	r, ok := req.(*kmsg.SASLAuthenticateRequest)
+	if !ok {
+		return ""
 	}
-	return ""
+	tok := r.SASLAuthBytes
+	switch {
+	case bytes.Count(tok, []byte{0}) == 2: // PLAIN
+		return saslUser(tok)
+	case bytes.HasPrefix(tok, []byte("c=")): // SCRAM client-final
+		return s.passUser
+	default: // SCRAM client-first, or a mechanism not understood
+		s.passUser = saslUser(tok)
+		return ""
+	}
 }
 
 // adoptPassthroughPrincipal, on the read loop, takes the principal the

@@ -75,6 +75,7 @@ type session struct {
 	// passPrincipal carries a principal the upstream accepted (SASL
 	// pass-through) from the write loop to the read loop.
 	passPrincipal atomic.Pointer[string]
+	passUser      string // the user a relayed SCRAM first message named (read loop)
 
 	muteUntil  atomic.Int64 // unix nanos: the read loop waits until then (throttling)
 	fetchBytes atomic.Int64 // Fetch response bytes written, charged by the read loop
@@ -85,6 +86,7 @@ type session struct {
 
 	started time.Time
 
+	connMu    sync.Mutex // guards client, up and local against close while they are installed
 	closeOnce sync.Once
 	reason    closeReason
 	closeErr  error
@@ -164,10 +166,9 @@ func (s *session) run() {
 	s.log.Info("connection opened", "node", s.node, "backend", s.backendName())
 	s.hooks.ConnOpened(s.l.opts.Name)
 	s.connRecord(audit.EventConnect, "")
-	var wg sync.WaitGroup
-	wg.Add(1)
+	writerDone := make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(writerDone)
 		if err := s.writeLoop(); err != nil {
 			s.close(classifyWriteErr(err), err)
 		}
@@ -176,10 +177,18 @@ func (s *session) run() {
 	if reason.isFault() {
 		s.close(reason, err) // tear down now; nothing more is answered
 	}
-	// Otherwise (client EOF, idle, drain) the write loop first answers every
-	// request already read.
+	// Otherwise (idle, drain, a refused login) the write loop first answers
+	// every request already read — within the drain timeout, so a silent
+	// upstream cannot hold the session.
 	close(s.queue)
-	wg.Wait()
+	t := time.NewTimer(s.srv.opts.DrainTimeout)
+	select {
+	case <-writerDone:
+	case <-t.C:
+		s.close(reason, fmt.Errorf("responses not answered within %v", s.srv.opts.DrainTimeout))
+		<-writerDone
+	}
+	t.Stop()
 	s.close(reason, err)
 	putReader(&s.cr)
 	putReader(&s.ur)
@@ -197,7 +206,11 @@ func (s *session) run() {
 
 func (s *session) connectBackend() error {
 	if !s.srv.upstreamMode() {
-		s.local = s.srv.opts.Local.NewConn(s.remote)
+		lc := s.srv.opts.Local.NewConn(s.remote)
+		if !s.adopt(func() { s.local = lc }) {
+			lc.Close()
+			return net.ErrClosed
+		}
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.srv.opts.DialTimeout)
@@ -209,14 +222,36 @@ func (s *session) connectBackend() error {
 		return err
 	}
 	s.hooks.UpstreamConns(1, s.node)
-	s.up, s.upAddr = up, addr
+	if !s.adopt(func() { s.up, s.upAddr = up, addr }) {
+		// Shutdown closed the session while it was dialing.
+		up.Close()
+		s.hooks.UpstreamConns(-1, s.node)
+		return net.ErrClosed
+	}
 	return nil
+}
+
+// adopt installs a connection (or replaces the client with its TLS
+// wrapper) under the lock close takes, unless the session is already
+// closed — then it reports false and the caller closes what it opened.
+func (s *session) adopt(set func()) bool {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	select {
+	case <-s.closed:
+		return false
+	default:
+	}
+	set()
+	return true
 }
 
 // close records the first reason and tears the connection down; later calls
 // are no-ops. Closing both sockets unblocks both loops.
 func (s *session) close(reason closeReason, err error) {
 	s.closeOnce.Do(func() {
+		s.connMu.Lock()
+		defer s.connMu.Unlock()
 		s.reason, s.closeErr = reason, err
 		close(s.closed)
 		s.client.Close()
@@ -255,7 +290,10 @@ func (s *session) drain() {
 	defer s.mu.Unlock()
 	s.draining = true
 	if s.idle {
-		s.client.SetReadDeadline(time.Now())
+		s.connMu.Lock()
+		c := s.client // the TLS handshake may still be replacing it
+		s.connMu.Unlock()
+		c.SetReadDeadline(time.Now())
 	}
 }
 
@@ -312,7 +350,7 @@ func (s *session) readLoop() (closeReason, error) {
 		}
 		s.mu.Lock()
 		s.idle = false
-		s.client.SetReadDeadline(time.Now().Add(s.srv.opts.FrameTimeout))
+		s.client.SetReadDeadline(s.frameDeadline())
 		s.mu.Unlock()
 
 		limit := s.srv.opts.MaxFrameBytes
@@ -451,7 +489,7 @@ func (s *session) handleFrame(size int) error {
 	p := pending{key: h.Key, version: h.Version, corr: h.Correlation, merge: j.merge, throttle: j.throttle,
 		delay: j.throttle > 0 && !policy.AppliesAfterResponse(h.Key, h.Version), obs: obs}
 	if h.Key == 36 && s.sasl == nil && s.local == nil && j.whole != nil {
-		p.saslUser = passthroughUser(h, j.whole)
+		p.saslUser = s.passthroughStep(h, j.whole)
 	}
 	if eng := s.srv.policy.Load(); h.Key == 18 && eng != nil && eng.HidesKeys(s.l.opts.Name) {
 		p.hide = eng.DeniedKeys(&s.subj)
@@ -465,10 +503,12 @@ func (s *session) handleFrame(size int) error {
 		return s.handleLocal(h, size, expectResponse, p, j)
 	}
 	if expectResponse {
-		// From here the write loop owns obs.frame; it releases it once the
-		// response — which cannot arrive before the request is written
-		// below — is accounted.
+		// The write loop holds obs.frame until the response is accounted;
+		// the read loop holds it too until it has written it upstream.
+		p.obs.frame.hold()
+		defer putFrame(obs.frame)
 		if err := s.push(p); err != nil {
+			putFrame(obs.frame) // the write loop never got it
 			return err
 		}
 	}
@@ -565,6 +605,19 @@ func (s *session) idleWriter() {
 	}
 }
 
+// frameDeadline is when a frame that starts now must have arrived: the
+// frame timeout, and no later than the auth timeout on a SASL listener
+// whose client has not authenticated yet.
+func (s *session) frameDeadline() time.Time {
+	d := time.Now().Add(s.srv.opts.FrameTimeout)
+	if s.sasl != nil && !s.sasl.authed {
+		if a := s.started.Add(s.srv.opts.AuthTimeout); a.Before(d) {
+			return a
+		}
+	}
+	return d
+}
+
 // push queues p for the write loop. A full queue (MaxInFlight requests
 // unanswered) blocks the read loop, so the client is back-pressured by TCP
 // instead of the gateway buffering without bound.
@@ -644,7 +697,7 @@ func (s *session) handleLocal(h wire.RequestHeader, size int, expectResponse boo
 		// built-in broker's produce CPU, in GC.
 		ref := getFrame(size)
 		defer putFrame(ref)
-		frame = *ref
+		frame = ref.b
 		if _, err := s.cr.Discard(4); err != nil {
 			return err
 		}
@@ -690,6 +743,9 @@ func (s *session) writeLoop() error {
 	for pp := range s.queue {
 		p := *pp
 		putPending(pp)
+		// A client that stops reading cannot hold the write loop forever;
+		// large copies push the deadline forward as they progress.
+		s.client.SetWriteDeadline(time.Now().Add(s.srv.opts.FrameTimeout))
 		var err error
 		if p.local != nil {
 			err = s.writeLocal(p)
@@ -833,8 +889,21 @@ func (s *session) relayResponse(p pending) error {
 		return err
 	}
 	s.ur.Discard(n)
-	if _, err := io.CopyN(s.client, s.up, int64(total-n)); err != nil {
-		return err
+	return s.copyToClient(s.client, int64(total-n))
+}
+
+// copyToClient moves n bytes from the upstream socket to w (the client,
+// possibly through a wrapper that tags its errors), socket to socket where
+// the platform allows, in chunks that each push the write deadline.
+func (s *session) copyToClient(w io.Writer, n int64) error {
+	for n > 0 {
+		s.client.SetWriteDeadline(time.Now().Add(s.srv.opts.FrameTimeout))
+		chunk := min(n, 1<<20)
+		c, err := io.CopyN(w, s.up, chunk)
+		n -= c
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -64,7 +64,8 @@ func TestUpstreamSASL(t *testing.T) {
 func TestSASLPassthroughPrincipal(t *testing.T) {
 	c := startUpstream(t, 1, kfake.SeedTopics(1, "pt"), kfake.EnableSASL(),
 		kfake.Superuser("PLAIN", "alice", "a-pw"), kfake.Superuser("SCRAM-SHA-256", "bob", "b-pw"))
-	srv := startGateway(t, c)
+	lb := &logBuffer{}
+	srv := startGateway(t, c, withLog(lb))
 	setPolicy(t, srv, "policy:\n  rules:\n    - name: bob-read-only\n      match: { principal: bob, api: [Produce] }\n      action: deny\n")
 	ctx := ctxT(t, 30*time.Second)
 	alice := newClient(t, srv, nil, kgo.SASL(plain.Auth{User: "alice", Pass: "a-pw"}.AsMechanism()), kgo.DefaultProduceTopic("pt"))
@@ -74,6 +75,17 @@ func TestSASLPassthroughPrincipal(t *testing.T) {
 	bob := newClient(t, srv, nil, kgo.SASL(scram.Auth{User: "bob", Pass: "b-pw"}.AsSha256Mechanism()), kgo.DefaultProduceTopic("pt"))
 	if err := bob.ProduceSync(ctx, kgo.StringRecord("b")).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("bob's produce: %v, want the gateway's TOPIC_AUTHORIZATION_FAILED for his principal", err)
+	}
+	// A wrong SCRAM password: the first step succeeds upstream, the proof
+	// fails; the gateway must never take the named user as the principal.
+	before := strings.Count(lb.String(), "principal=bob")
+	mallory := newClient(t, srv, nil, kgo.SASL(scram.Auth{User: "bob", Pass: "guess"}.AsSha256Mechanism()),
+		kgo.DefaultProduceTopic("pt"), kgo.RecordDeliveryTimeout(2*time.Second))
+	if err := mallory.ProduceSync(ctx, kgo.StringRecord("m")).FirstErr(); err == nil {
+		t.Fatal("a wrong SCRAM password was accepted")
+	}
+	if n := strings.Count(lb.String(), "principal=bob"); n != before || before == 0 {
+		t.Errorf("bob adopted as principal %d times after a failed login, %d before it", n, before)
 	}
 	rc := dialRaw(t, srv.Addr(0).String())
 	hs := kmsg.NewPtrSASLHandshakeRequest()
