@@ -345,18 +345,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if len(r.PeakRSS) > 0 {
 		b.WriteString("\n")
 	}
-	if len(r.Targets) > 0 {
-		b.WriteString("\ntargets (from the issue):\n")
-		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		for _, t := range r.Targets {
-			verdict := "FAIL"
-			if t.Pass {
-				verdict = "pass"
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", verdict, t.Name, t.Value, t.Goal)
-		}
-		tw.Flush()
-	}
+	writeTargets(&b, r.Targets)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -434,3 +423,20 @@ func optRSS(p *int64) string {
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+// writeTargets writes the pass/fail table of the issue's targets.
+func writeTargets(b *strings.Builder, targets []Target) {
+	if len(targets) == 0 {
+		return
+	}
+	b.WriteString("\ntargets (from the issue):\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	for _, t := range targets {
+		verdict := "FAIL"
+		if t.Pass {
+			verdict = "pass"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", verdict, t.Name, t.Value, t.Goal)
+	}
+	tw.Flush()
+}

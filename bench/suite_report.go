@@ -241,18 +241,7 @@ func (r *SuiteReport) WriteTable(w io.Writer) error {
 	}
 	tw.Flush()
 
-	if len(r.Targets) > 0 {
-		b.WriteString("\ntargets (from the issue):\n")
-		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		for _, t := range r.Targets {
-			verdict := "FAIL"
-			if t.Pass {
-				verdict = "pass"
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", verdict, t.Name, t.Value, t.Goal)
-		}
-		tw.Flush()
-	}
+	writeTargets(&b, r.Targets)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
