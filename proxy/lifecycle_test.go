@@ -3,8 +3,8 @@ package proxy_test
 import (
 	"io"
 	"net"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
