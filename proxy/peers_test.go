@@ -17,8 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// kcat runs kcat (librdkafka) with args and stdin, failing the test on error.
-func kcat(t *testing.T, stdin string, args ...string) string {
+// kcatRun runs kcat (librdkafka) with args and stdin, failing the test on error.
+func kcatRun(t *testing.T, stdin string, args ...string) string {
 	t.Helper()
 	path, err := exec.LookPath("kcat")
 	if err != nil {
@@ -44,7 +44,7 @@ func TestKcat(t *testing.T) {
 	srv := startGateway(t, c)
 	addr := srv.Addr(0).String()
 
-	meta := kcat(t, "", "-b", addr, "-L")
+	meta := kcatRun(t, "", "-b", addr, "-L")
 	if strings.Contains(meta, upstreamHost) {
 		t.Fatalf("kcat -L shows an upstream address:\n%s", meta)
 	}
@@ -75,11 +75,11 @@ func TestKcat(t *testing.T) {
 	for i := range 50 {
 		lines = append(lines, fmt.Sprintf("line-%02d", i))
 	}
-	kcat(t, strings.Join(lines, "\n")+"\n", "-b", addr, "-t", "kc", "-P", "-z", "gzip", "-X", "acks=all")
+	kcatRun(t, strings.Join(lines, "\n")+"\n", "-b", addr, "-t", "kc", "-P", "-z", "gzip", "-X", "acks=all")
 	if _, gzip := codecs.Load(byte(1)); !gzip {
 		t.Error("librdkafka did not compress with gzip: was Produce min version 0 advertised?")
 	}
-	out := kcat(t, "", "-b", addr, "-t", "kc", "-C", "-o", "beginning", "-e", "-q")
+	out := kcatRun(t, "", "-b", addr, "-t", "kc", "-C", "-o", "beginning", "-e", "-q")
 	got := strings.Fields(out)
 	sort.Strings(got)
 	if strings.Join(got, " ") != strings.Join(lines, " ") {
