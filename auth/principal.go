@@ -86,6 +86,10 @@ func (m *PrincipalMapper) Principal(cert *x509.Certificate) (string, error) {
 func (m *PrincipalMapper) mapDN(dn string) (string, error) {
 	for _, r := range m.rules {
 		if r.Default {
+			if dn == "" {
+				// A certificate with an empty subject names nobody.
+				return "", fmt.Errorf("the client certificate has an empty subject: %w", ErrNoPrincipal)
+			}
 			return dn, nil
 		}
 		if !r.Pattern.MatchString(dn) {
