@@ -271,12 +271,7 @@ func (r *Report) checkTargets() {
 
 // WriteJSON writes the report as indented JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(r); err != nil {
-		return fmt.Errorf("encode report: %w", err)
-	}
-	return nil
+	return writeJSON(w, r)
 }
 
 // WriteTable writes the summary for people.
@@ -439,4 +434,14 @@ func writeTargets(b *strings.Builder, targets []Target) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", verdict, t.Name, t.Value, t.Goal)
 	}
 	tw.Flush()
+}
+
+// writeJSON writes a report as indented JSON.
+func writeJSON(w io.Writer, report any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(report); err != nil {
+		return fmt.Errorf("encode report: %w", err)
+	}
+	return nil
 }

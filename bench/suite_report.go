@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -146,12 +145,7 @@ func (r *SuiteReport) Met() bool {
 
 // WriteJSON writes the report as indented JSON.
 func (r *SuiteReport) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(r); err != nil {
-		return fmt.Errorf("encode report: %w", err)
-	}
-	return nil
+	return writeJSON(w, r)
 }
 
 // WriteTable writes the report for people.

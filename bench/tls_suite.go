@@ -9,7 +9,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/binary"
-	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -657,12 +656,7 @@ func (r *TLSReport) Met() bool {
 
 // WriteJSON writes the report as indented JSON.
 func (r *TLSReport) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(r); err != nil {
-		return fmt.Errorf("encode report: %w", err)
-	}
-	return nil
+	return writeJSON(w, r)
 }
 
 // WriteTable writes the overhead-suite table, then the TLS section.
