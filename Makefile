@@ -2,7 +2,7 @@
 #   make run    the gateway on the built-in broker (127.0.0.1:9092, data in ./tollgate-data)
 #   make test   everything CI runs: deps, vet, the race-enabled suite, short fuzz runs
 GO      ?= go
-FUZZTIME ?= 10s
+FUZZTIME ?= 2000x
 
 .PHONY: run test deps vet unit fuzz bench build docker
 
@@ -33,6 +33,10 @@ unit:
 	$(GO) test -count=1 -timeout 10m ./bench
 
 # Every fuzz target runs briefly on top of its seed corpus in testdata/.
+# The budget is a count of executions, not a duration: Go 1.26's coordinator
+# can report "context deadline exceeded" at a -fuzztime deadline with no
+# crasher (golang/go#75804), and CI must not fail by itself. A real crasher
+# still fails the step.
 fuzz:
 	@set -e; for pkg in $$($(GO) list ./...); do \
 	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
