@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Building a broker-like error response (PROTOCOL-NOTES §5.2). kmsg has
+// Building a broker-like error response (docs/protocol.md §4.2). kmsg has
 // no "error response for this request"; Kafka's Java requests each have a
 // getErrorResponse. Request and response schemas mirror each other by
 // field name (Topics[].Partitions[] in both, Partition in both), so one

@@ -158,7 +158,7 @@ func (e *Engine) decide(bits []uint64, key, version int16, u *unit, req kmsg.Req
 			if u.unknownID && r.hasTopicCond() {
 				// The rule might match the topic, but the gateway has no
 				// name for the id: answer as a broker does for an id it
-				// does not know (PROTOCOL-NOTES §5.3).
+				// does not know (docs/protocol.md §4.3).
 				return decision{deny: true, rule: i, code: kerr.UnknownTopicID.Code}
 			}
 			if !r.matchUnit(u) {
@@ -308,7 +308,7 @@ type Verdict struct {
 	// Partial, the first rule that denied something.
 	Rule string
 	// Response is, for Deny, the complete broker-like error response for
-	// Body's key and version (PROTOCOL-NOTES §5.1/§5.2). Nil with Close.
+	// Body's key and version (docs/protocol.md §4.1–4.2). Nil with Close.
 	Response kmsg.Response
 	// Close means the request cannot be answered: a denied Produce with
 	// acks=0 (Kafka closes the connection so the producer notices), or a

@@ -21,7 +21,7 @@ import (
 // Throttle = Reservation.DelayFrom(now) = the time until the budget is
 // back to zero, Kafka's "time to get back within quota".
 //
-// A frame larger than the burst still fits (STYLE.md example 8): the
+// A frame larger than the burst still fits: the
 // bucket's burst is raised for that one reservation, so it goes into debt
 // by the whole frame instead of being refused.
 

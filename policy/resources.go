@@ -63,7 +63,7 @@ func (c *resourceCodes) get(k resKey, fallback int16) int16 {
 }
 
 // keyCode is the error a broker uses when it refuses a request of key
-// outright (PROTOCOL-NOTES §5.1).
+// outright (docs/protocol.md §4.1).
 func keyCode(key int16, req kmsg.Request, u *unit) int16 {
 	switch key {
 	case 0, 1, 2, 3, 19, 20, 21, 23, 37, 61, 75:

@@ -38,7 +38,7 @@ type SASLExchange interface {
 
 // saslState is a session's authentication state (SASL listeners only).
 //
-// Kafka's rules (PROTOCOL-NOTES §7): before authentication only
+// Kafka's rules (docs/protocol.md §6): before authentication only
 // ApiVersions, SaslHandshake and SaslAuthenticate are accepted, anything
 // else closes the connection; after SaslHandshake v0 the client sends raw
 // size-prefixed tokens with no Kafka header; a SaslHandshake on an

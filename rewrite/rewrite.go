@@ -3,7 +3,7 @@
 // that no client ever learns an upstream host:port, and the ApiVersions
 // response is clamped to what the gateway can decode.
 //
-// Node ids stay 1:1; only Host and Port change (PROTOCOL-NOTES §1). Every
+// Node ids stay 1:1; only Host and Port change (docs/protocol.md §1.1). Every
 // other node-id field (leaders, replicas, controller id, preferred read
 // replica) therefore stays valid untouched.
 //
@@ -12,7 +12,7 @@
 //
 // # Which responses carry addresses
 //
-// Client-facing (PROTOCOL-NOTES §1.1), kind Broker unless noted:
+// Client-facing (docs/protocol.md §1.1), kind Broker unless noted:
 //
 //   - Metadata (3), every version: Brokers.
 //   - FindCoordinator (10): the top-level node in v0–3, Coordinators in v4+;
@@ -24,9 +24,9 @@
 //   - ShareFetch (78) and ShareAcknowledge (79): NodeEndpoints (regular field).
 //   - DescribeQuorum (55) v2+ (KIP-853): Nodes[].Listeners, kind Controller.
 //
-// Not in the brief's list, found by a grep of kmsg generated.go for Host/Port
+// Not in docs/protocol.md §1.1's table, found by a grep of kmsg generated.go for Host/Port
 // fields in response types; handled as kind Controller for defence in depth
-// (design principle 2). These are KRaft controller-to-controller RPCs whose
+// (DESIGN.md, principle 2). These are KRaft controller-to-controller RPCs whose
 // responses a broker listener never sends, but a gateway in front of a
 // controller quorum would otherwise pass them on verbatim:
 //
@@ -34,7 +34,7 @@
 //     FetchSnapshot (59): NodeEndpoints (tag 0, KIP-853).
 //   - UpdateRaftVoter (82): CurrentLeader{Host, Port} (tag 0).
 //
-// Deliberately left alone (PROTOCOL-NOTES §1.2): ACL host patterns, Kafka
+// Deliberately left alone (docs/protocol.md §1.2): ACL host patterns, Kafka
 // Streams application endpoints (StreamsGroupHeartbeat/Describe UserEndpoint),
 // ClientHost fields, and request-only listener lists.
 //
@@ -133,7 +133,7 @@ var (
 //
 // Produce and Fetch start at their first flexible version (9 and 12), not at
 // the KIP-951 versions (10 and 16): kmsg reads and writes the NodeEndpoints
-// tag at every flexible version (PROTOCOL-NOTES §1.1, "kmsg emits the tag
+// tag at every flexible version (docs/protocol.md §1.1, "kmsg emits the tag
 // early"), so a kmsg-based client would use a tag 0 sent at Produce v9.
 var needsFrom = func() (t [kmsg.MaxKey + 1]int16) {
 	for i := range t {

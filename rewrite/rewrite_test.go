@@ -178,7 +178,7 @@ func TestEveryNeededKeyHasARewriter(t *testing.T) {
 
 // TestNoOtherResponseCarriesAnEndpoint walks every response type kmsg knows
 // and fails on one with a Host/Port pair the rewriter does not handle, other
-// than those PROTOCOL-NOTES §1.2 says are not client-facing.
+// than those docs/protocol.md §1.2 says are not client-facing.
 func TestNoOtherResponseCarriesAnEndpoint(t *testing.T) {
 	notAddresses := map[int16]string{
 		29: "DescribeAcls: ACL host patterns",
