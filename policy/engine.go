@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/tollgate-kafka/tollgate/configs"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -128,9 +129,7 @@ func (e *Engine) Rules() int { return len(e.rules) }
 // exemptFromDefault lists keys a default deny does not apply to: a client
 // cannot learn anything, not even that it is denied, without ApiVersions
 // and (on SASL listeners) the handshake. Explicit rules still apply.
-func exemptFromDefault(key int16) bool {
-	return key == 18 || key == 17 || key == 36
-}
+func exemptFromDefault(key int16) bool { return apis.Of(key).PreAuth }
 
 // decision is the outcome for one unit.
 type decision struct {
@@ -177,7 +176,7 @@ func (e *Engine) decide(bits []uint64, key, version int16, u *unit, req kmsg.Req
 		}
 		return decision{deny: true, rule: i, code: ruleCode(r, key, req, u)}
 	}
-	if e.defaultDeny && !exemptFromDefault(key) && (key != 3 || (u != nil && u.hasTopic)) {
+	if e.defaultDeny && !exemptFromDefault(key) && (key != apis.Metadata || (u != nil && u.hasTopic)) {
 		return decision{deny: true, rule: -1, code: keyCode(key, req, u)}
 	}
 	return decision{rule: -1}
@@ -261,7 +260,7 @@ func (e *Engine) deniedOutright(bits []uint64, key int16) bool {
 		}
 		return true
 	}
-	return e.defaultDeny && !exemptFromDefault(key) && key != 3
+	return e.defaultDeny && !exemptFromDefault(key) && key != apis.Metadata
 }
 
 // Action is the kind of verdict.

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/tollgate-kafka/tollgate/wire"
 )
 
@@ -63,8 +64,7 @@ func (s *session) preauthCheck(h wire.RequestHeader) error {
 	if st == nil {
 		return nil
 	}
-	switch h.Key {
-	case 17, 18, 36:
+	if apis.Of(h.Key).PreAuth {
 		return nil
 	}
 	if !st.authed {

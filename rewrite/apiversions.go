@@ -7,14 +7,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/tollgate-kafka/tollgate/wire"
 )
 
 // Keys and limits the ApiVersions clamp names (docs/protocol.md §3.1).
 const (
-	keyProduce       = 0
-	keySaslHandshake = 17
-	keyApiVersions   = 18
+	keyProduce       = apis.Produce
+	keySaslHandshake = apis.SASLHandshake
+	keyApiVersions   = apis.ApiVersions
 
 	// saslHandshakeMax: SaslHandshakeRequest.json, "Version cannot be easily
 	// bumped due to incorrect client negotiation for clients <= 2.4. See

@@ -76,6 +76,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/tollgate-kafka/tollgate/wire"
 )
 
@@ -127,52 +128,23 @@ var (
 	ErrBadMapping = errors.New("mapper returned an address the response cannot carry")
 )
 
-// needsFrom[key] is the first version of key whose response may carry an
-// address, or -1 when no version does. Versions above kmsg's max also report
-// true: they may carry addresses, and Response refuses them.
+// Which versions of which keys may carry an address is the API table's
+// (apis.Info.EndpointsFrom). Versions above kmsg's max also report true:
+// they may carry addresses, and Response refuses them.
 //
 // Produce and Fetch start at their first flexible version (9 and 12), not at
 // the KIP-951 versions (10 and 16): kmsg reads and writes the NodeEndpoints
 // tag at every flexible version (docs/protocol.md §1.1, "kmsg emits the tag
 // early"), so a kmsg-based client would use a tag 0 sent at Produce v9.
-var needsFrom = func() (t [kmsg.MaxKey + 1]int16) {
-	for i := range t {
-		t[i] = -1
-	}
-	for key, from := range map[int16]int16{
-		0:  9,  // Produce: NodeEndpoints, tag 0 (KIP-951, v10+)
-		1:  12, // Fetch: NodeEndpoints, tag 0 (KIP-951, v16+)
-		3:  0,  // Metadata: Brokers
-		10: 0,  // FindCoordinator: top-level node (v0-3), Coordinators (v4+)
-		52: 0,  // Vote: NodeEndpoints, tag 0
-		53: 0,  // BeginQuorumEpoch: NodeEndpoints, tag 0
-		54: 0,  // EndQuorumEpoch: NodeEndpoints, tag 0
-		55: 2,  // DescribeQuorum: Nodes[].Listeners (KIP-853, v2+)
-		59: 0,  // FetchSnapshot: NodeEndpoints, tag 0
-		60: 0,  // DescribeCluster: Brokers
-		78: 0,  // ShareFetch: NodeEndpoints
-		79: 0,  // ShareAcknowledge: NodeEndpoints
-		82: 0,  // UpdateRaftVoter: CurrentLeader, tag 0
-	} {
-		t[key] = from
-	}
-	return t
-}()
 
 // Needs reports whether responses of key at version may carry an address
 // (so the proxy must decode them). It is a table lookup and never allocates.
-func Needs(key, version int16) bool {
-	if key < 0 || int(key) >= len(needsFrom) {
-		return false
-	}
-	from := needsFrom[key]
-	return from >= 0 && version >= from
-}
+func Needs(key, version int16) bool { return apis.EndpointsAt(key, version) }
 
 // needsAnyVersion reports whether any version of key may carry an address;
 // the ApiVersions clamp caps these keys at kmsg's max.
 func needsAnyVersion(key int16) bool {
-	return key >= 0 && int(key) < len(needsFrom) && needsFrom[key] >= 0
+	return apis.Of(key).EndpointsFrom >= 0
 }
 
 // Response rewrites an encoded response body (after the response header) of
@@ -193,7 +165,7 @@ func Response(key, version int16, body []byte, m Mapper) ([]byte, bool, error) {
 	}
 	// Hot path: most Produce and Fetch responses carry no endpoints, and
 	// a walk over the body proves it without decoding (precheck.go).
-	if (key == 0 || key == 1) && withoutEndpoints(key, version, body) {
+	if (key == apis.Produce || key == apis.Fetch) && withoutEndpoints(key, version, body) {
 		return body, false, nil
 	}
 	if m == nil {

@@ -145,7 +145,7 @@ func assertNoLeak(t *testing.T, body []byte) {
 	}
 }
 
-// TestEveryNeededKeyHasARewriter keeps needsFrom and pass.apply in step: a
+// TestEveryNeededKeyHasARewriter keeps the API table's endpoint keys and pass.apply in step: a
 // key in one must be in the other, or its responses would either go out
 // unrewritten or fail every time.
 func TestEveryNeededKeyHasARewriter(t *testing.T) {
@@ -162,7 +162,7 @@ func TestEveryNeededKeyHasARewriter(t *testing.T) {
 		}
 		r := kmsg.ResponseForKey(key)
 		if r == nil {
-			t.Fatalf("key %d in needsFrom is unknown to kmsg", key)
+			t.Fatalf("key %d in the API table's endpoint keys is unknown to kmsg", key)
 		}
 		p := pass{m: &testMapper{}}
 		if err := p.apply(r); err != nil {
