@@ -316,7 +316,7 @@ func (s *session) chargeFetchBytes() {
 	if eng == nil {
 		return
 	}
-	if d, _ := eng.OnResponse(&s.subj, 1, int(n), time.Now()); d > 0 {
+	if d, _ := eng.OnResponse(&s.subj, apis.Fetch, int(n), time.Now()); d > 0 {
 		s.mute(d)
 	}
 }
