@@ -84,7 +84,7 @@ func handleConsumerGroupHeartbeat(c *Conn, req *kmsg.ConsumerGroupHeartbeatReque
 	}
 	defer g.mu.Unlock()
 	if g.cg == nil {
-		if len(g.members) > 0 || len(g.pending) > 0 {
+		if len(g.members) > 0 || len(g.pending) > 0 || g.sg != nil {
 			return fail(kerr.GroupIDNotFound, "group "+req.Group+" is not a consumer group")
 		}
 		g.cg = newConsumerGroup()

@@ -73,6 +73,14 @@ type Config struct {
 	ConsumerGroupSessionTimeout    time.Duration
 	ConsumerGroupHeartbeatInterval time.Duration
 
+	// ShareRecordLockDuration and ShareDeliveryCountLimit are the KIP-932
+	// share-group defaults (group.share.record.lock.duration.ms and
+	// group.share.delivery.count.limit; 30 s and 5); a group may override
+	// them with the share.record.lock.duration.ms and
+	// share.delivery.count.limit group configs.
+	ShareRecordLockDuration time.Duration
+	ShareDeliveryCountLimit int
+
 	// Observer, if not nil, is told of every segment fsync and of the
 	// record bytes produced and fetched (stats.go).
 	Observer Observer
@@ -258,7 +266,10 @@ func (b *Broker) NewConn(remote string) *Conn {
 
 // Close cancels the connection's pending long polls; the client went away.
 func (c *Conn) Close() {
-	c.closeOnce.Do(func() { close(c.done) })
+	c.closeOnce.Do(func() {
+		close(c.done)
+		c.b.shareConnClosed(c)
+	})
 }
 
 // reply is how a handler answers: exactly once, from any goroutine.
