@@ -167,6 +167,7 @@ func (g *group) removeCGMember(m *cgMember, why string) {
 	cg.bump()
 	g.c.b.log.Info("consumer group member removed", "group", g.name, "member", m.id, "reason", why)
 	g.syncCGState()
+	g.persistCG() // consumer_groups_journal.go
 }
 
 // syncCGState mirrors the consumer group into the classic state field,

@@ -146,6 +146,7 @@ type coordinator struct {
 	retention              time.Duration
 
 	gcfg       groupConfigs // GROUP config resources (group_configs.go)
+	cgSaved    cgSaved      // last KIP-848 records written (consumer_groups_journal.go)
 	shareConns shareConns   // share sessions by connection (share_session.go)
 }
 
@@ -216,7 +217,7 @@ func (g *group) removeLocked() <-chan error {
 		delete(g.c.gs, g.name)
 	}
 	g.c.mu.Unlock()
-	es := []journalEntry{{groupKey(g.name), nil}}
+	es := []journalEntry{{groupKey(g.name), nil}, g.c.forgetCG(g.name)}
 	for t, ps := range g.offsets {
 		for p := range ps {
 			es = append(es, journalEntry{offsetKey(g.name, t, p), nil})
@@ -729,6 +730,10 @@ func (c *coordinator) load(entries []journalEntry) error {
 			g.setOffset(parts[1], int32(p), oc)
 		case strings.HasPrefix(e.key, shareGroupPartitionKeyPrefix):
 			if err := c.loadSharePart(e); err != nil {
+				return err
+			}
+		case strings.HasPrefix(e.key, consumerGroupKeyPrefix):
+			if err := c.loadConsumerGroup(e); err != nil {
 				return err
 			}
 		case strings.HasPrefix(e.key, groupConfigKeyPrefix):
