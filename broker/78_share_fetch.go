@@ -227,6 +227,16 @@ func (sf *shareFetch) applyAcks(g *group) {
 
 // ackShare applies one partition's acknowledgements. Caller holds g.mu.
 func (g *group) ackShare(tid [16]byte, idx int32, member string, bs []ackBatch, renew bool, cfg shareSettings) int16 {
+	code := g.applyShareAcks(tid, idx, member, bs, renew, cfg)
+	if code != 0 && g.c.share.ackRefused(time.Now()) {
+		g.c.b.log.Warn("share acknowledgement refused (logged at most once a second; counted in tollgate_broker_share_ack_errors_total)",
+			"group", g.name, "member", member, "partition", idx, "error", kerr.ErrorForCode(code))
+	}
+	return code
+}
+
+// applyShareAcks validates and applies one partition's acknowledgements.
+func (g *group) applyShareAcks(tid [16]byte, idx int32, member string, bs []ackBatch, renew bool, cfg shareSettings) int16 {
 	if code := checkAckBatches(bs, renew); code != 0 {
 		return code
 	}

@@ -54,7 +54,7 @@ func handleAlterShareGroupOffsets(c *Conn, kreq kmsg.Request, r reply) {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			} else {
 				start := min(max(rp.StartOffset, p.log.LogStartOffset()), p.log.HighWatermark())
-				sp := newSharePartition(start)
+				sp := newSharePartition(start, &c.b.groups.share)
 				sp.dirty = true
 				g.sg.parts[tpKey{rt.Topic, rp.Partition}] = sp
 			}

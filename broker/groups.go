@@ -145,9 +145,10 @@ type coordinator struct {
 	minSession, maxSession time.Duration
 	retention              time.Duration
 
-	gcfg       groupConfigs // GROUP config resources (group_configs.go)
-	cgSaved    cgSaved      // last KIP-848 records written (consumer_groups_journal.go)
-	shareConns shareConns   // share sessions by connection (share_session.go)
+	gcfg       groupConfigs  // GROUP config resources (group_configs.go)
+	cgSaved    cgSaved       // last KIP-848 records written (consumer_groups_journal.go)
+	share      shareCounters // share-group totals (share_stats.go)
+	shareConns shareConns    // share sessions by connection (share_session.go)
 }
 
 func newCoordinator(b *Broker, j *journal) *coordinator {

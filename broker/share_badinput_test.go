@@ -110,6 +110,9 @@ func TestShareBadInput(t *testing.T) {
 	if start, _ := shareStart(t, admin, "bg", "bq"); start != 10 {
 		t.Fatalf("start offset %d after accepting everything", start)
 	}
+	if c := b.ShareCounters(); c.AckErrors != 8 {
+		t.Fatalf("refused acknowledgements counted %d, want 8", c.AckErrors)
+	}
 	// A share group id is not usable by the other protocols, nor the
 	// reverse.
 	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
@@ -136,7 +139,7 @@ func FuzzShareAcknowledgements(f *testing.F) {
 	f.Add([]byte{5, 0, 3, 1, 1, 2, 0, 9, 2})
 	f.Add([]byte{20, 3, 4, 2, 0, 0, 3, 10, 19, 1})
 	f.Fuzz(func(t *testing.T, in []byte) {
-		sp := newSharePartition(0)
+		sp := newSharePartition(0, nil)
 		cfg := shareSettings{lockDuration: 1, deliveryLimit: 3}
 		now := time.Unix(1700000000, 0)
 		for len(in) >= 3 {

@@ -205,13 +205,19 @@ func TestShareLockExpiryRedelivers(t *testing.T) {
 			t.Errorf("key %s: delivery count %d, want 2", k, dc)
 		}
 	}
+	if c := b.ShareCounters(); c.LockExpired < n {
+		t.Errorf("lock expiries counted %d, want at least %d", c.LockExpired, n)
+	}
+	if st := b.ShareStats(); len(st) != 1 || st[0].Group != "lg" || st[0].Topic != "locks" {
+		t.Errorf("share stats %+v", st)
+	}
 }
 
 // TestShareRejectAndDeliveryLimit: rejected records are never delivered
 // again; records released every time are delivered up to the group's
 // delivery count limit, then archived; the start offset then passes all.
 func TestShareRejectAndDeliveryLimit(t *testing.T) {
-	_, srv := newBroker(t)
+	b, srv := newBroker(t)
 	createTopic(t, srv.addr(), "lim", 1, nil)
 	admin := newClient(t, srv.addr())
 	setGroupConfigs(t, admin, "rg", "share.auto.offset.reset", "earliest", "share.delivery.count.limit", "3")
@@ -251,6 +257,12 @@ func TestShareRejectAndDeliveryLimit(t *testing.T) {
 		if fmt.Sprint(deliveries[k]) != fmt.Sprint(want) {
 			t.Errorf("key %d delivered with counts %v, want %v", k, deliveries[k], want)
 		}
+	}
+	if c := b.ShareCounters(); c.Archived != n/2 {
+		t.Errorf("archived at the delivery limit: %d, want %d", c.Archived, n/2)
+	}
+	if st := b.ShareStats(); len(st) != 1 || st[0].StartOffset != n || st[0].Lag != 0 || st[0].Acquired != 0 {
+		t.Errorf("share stats after everything was rejected or archived: %+v", st)
 	}
 }
 

@@ -77,10 +77,11 @@ type sharePartition struct {
 	acquired    int       // records in recAcquired
 	minDeadline time.Time // no acquisition lock ends before this
 	dirty       bool      // changed since last written to the journal
+	counters    *shareCounters
 }
 
-func newSharePartition(start int64) *sharePartition {
-	return &sharePartition{spso: start, end: start, recs: map[int64]*shareRecord{}}
+func newSharePartition(start int64, counters *shareCounters) *sharePartition {
+	return &sharePartition{spso: start, end: start, recs: map[int64]*shareRecord{}, counters: counters}
 }
 
 // sharePart returns the state of tp for g, creating it at the offset
@@ -100,7 +101,7 @@ func (g *group) sharePart(tp tpKey, p *partition) *sharePartition {
 			start = off
 		}
 	}
-	sp := newSharePartition(start)
+	sp := newSharePartition(start, &g.c.share)
 	sp.dirty = true
 	g.sg.parts[tp] = sp
 	return sp
@@ -137,6 +138,7 @@ func (sp *sharePartition) advance() {
 func (sp *sharePartition) acquireOne(o int64, r *shareRecord, member string, deadline time.Time, limit int16) bool {
 	if r.deliveries >= limit {
 		delete(sp.recs, o)
+		sp.counters.archivedAtLimit()
 		return false
 	}
 	r.state, r.owner, r.deadline = recAcquired, member, deadline
@@ -376,6 +378,7 @@ func (sp *sharePartition) release(o int64, r *shareRecord, limit int16) bool {
 	sp.dirty = true
 	if r.deliveries >= limit {
 		delete(sp.recs, o)
+		sp.counters.archivedAtLimit()
 		return false
 	}
 	r.state, r.owner, r.deadline = recAvailable, "", time.Time{}
@@ -404,8 +407,10 @@ func (sp *sharePartition) expire(now time.Time, limit int16) bool {
 		return false
 	}
 	var next time.Time
+	n := 0
 	released := sp.releaseWhere(limit, func(r *shareRecord) bool {
 		if !now.Before(r.deadline) {
+			n++
 			return true
 		}
 		if next.IsZero() || r.deadline.Before(next) {
@@ -414,6 +419,7 @@ func (sp *sharePartition) expire(now time.Time, limit int16) bool {
 		return false
 	})
 	sp.minDeadline = next
+	sp.counters.expired(n)
 	return released
 }
 
@@ -546,7 +552,7 @@ func (c *coordinator) loadSharePart(e journalEntry) error {
 	if !g.becomeShare() {
 		return fmt.Errorf("coordinator journal: share-partition state for non-share group %q", parts[0])
 	}
-	sp := newSharePartition(rec.SPSO)
+	sp := newSharePartition(rec.SPSO, &c.share)
 	sp.end = max(rec.End, rec.SPSO)
 	for _, run := range rec.Runs {
 		for o := max(run[0], rec.SPSO); o <= run[1] && o < sp.end; o++ {
