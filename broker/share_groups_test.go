@@ -14,6 +14,11 @@ import (
 // setGroupConfigs sets GROUP configs with IncrementalAlterConfigs.
 func setGroupConfigs(t *testing.T, cl *kgo.Client, group string, kvs ...string) {
 	t.Helper()
+	setGroupConfigsB(t, cl, group, kvs...)
+}
+
+func setGroupConfigsB(t testing.TB, cl *kgo.Client, group string, kvs ...string) {
+	t.Helper()
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	res := kmsg.NewIncrementalAlterConfigsRequestResource()
 	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
