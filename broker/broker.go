@@ -6,9 +6,10 @@
 // are package broker/storage; this package owns the topic registry (names,
 // ids, partition counts, configs, persisted in the data directory), the
 // producer id allocator, the group and transaction coordinators (groups.go
-// for classic groups, consumer_groups.go for KIP-848 groups, txns.go; their
-// state is the coordinator journal, groups_journal.go), the stats the
-// metrics layer reads (stats.go), and the protocol.
+// for classic groups, consumer_groups.go for KIP-848 groups, share_groups.go
+// for KIP-932 share groups, txns.go; their state is the coordinator
+// journal, groups_journal.go), the stats the metrics layer reads (stats.go,
+// share_stats.go), and the protocol.
 //
 // Ownership: the topic registry is guarded by
 // Broker.mu, held only to look up or change the map, never across I/O on a

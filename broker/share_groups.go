@@ -29,10 +29,10 @@ import (
 // epoch and the new assignment applies at once. A member's epoch moves to
 // the group epoch on its own heartbeat, which then carries the assignment.
 //
-// Durability: membership is not persisted (after a restart members get
-// UNKNOWN_MEMBER_ID and rejoin, as consumer groups here); share-partition
-// state (start offset and the state of every in-flight record) is, in the
-// coordinator journal (share_partition.go).
+// Durability: share-group membership is not persisted (after a restart
+// members get UNKNOWN_MEMBER_ID and rejoin); share-partition state (start
+// offset and the state of every in-flight record) is, in the coordinator
+// journal (share_partition.go).
 
 // Defaults, as Kafka's broker and group configs of the same names.
 const (
