@@ -249,8 +249,10 @@ func (g *group) applyShareAcks(tid [16]byte, idx int32, member string, bs []ackB
 		return kerr.UnknownTopicOrPartition.Code
 	}
 	sp := g.sharePart(tpKey{t.name, idx}, p)
-	code, released := sp.acknowledge(member, bs, time.Now(), cfg)
-	if released {
+	code, _ := sp.acknowledge(member, bs, time.Now(), cfg)
+	if code == 0 {
+		// Released records are available again, and finished ones may
+		// have made room in a full in-flight window.
 		g.sg.notify()
 	}
 	return code

@@ -334,3 +334,34 @@ func TestShareStateSurvivesRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestShareTopicRecreated: a topic deleted and created again under the
+// same name is read from its own start, not from the old topic's state.
+func TestShareTopicRecreated(t *testing.T) {
+	b, srv := newBroker(t)
+	createTopic(t, srv.addr(), "re", 1, nil)
+	admin := newClient(t, srv.addr())
+	setGroupConfigs(t, admin, "reg", "share.auto.offset.reset", "earliest")
+	produceKeys(t, admin, "re", 10)
+	c := b.NewConn("test")
+	defer c.Close()
+	const member = "member-0000000000000000000000000001"
+	r := shareConnFetch(t, c, "reg", member, 0, b.lookup("re").id, nil)
+	if acquiredRanges(r.Topics[0].Partitions[0].AcquiredRecords).count() != 10 {
+		t.Fatalf("first topic: %+v", r.Topics)
+	}
+	r = shareConnFetch(t, c, "reg", member, 1, b.lookup("re").id, []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{ackBatchOf(0, 9, 1)})
+	if code := r.Topics[0].Partitions[0].AcknowledgeErrorCode; code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	if err := b.deleteTopic(b.lookup("re")); err != nil {
+		t.Fatal(err)
+	}
+	createTopic(t, srv.addr(), "re", 1, nil)
+	produceKeys(t, newClient(t, srv.addr()), "re", 3) // a client without the old topic id cached
+	r = shareConnFetch(t, c, "reg", member, 0, b.lookup("re").id, nil)
+	got := r.Topics[0].Partitions[0].AcquiredRecords
+	if len(got) != 1 || got[0].FirstOffset != 0 || got[0].LastOffset != 2 || got[0].DeliveryCount != 1 {
+		t.Fatalf("recreated topic: acquired %+v, want offsets 0-2 at delivery 1", got)
+	}
+}

@@ -87,7 +87,9 @@ func newSharePartition(start int64, counters *shareCounters) *sharePartition {
 // sharePart returns the state of tp for g, creating it at the offset
 // share.auto.offset.reset names. Caller holds g.mu.
 func (g *group) sharePart(tp tpKey, p *partition) *sharePartition {
-	if sp := g.sg.parts[tp]; sp != nil {
+	// A window past the high watermark belongs to an earlier topic of
+	// that name (deleted and created again): start over.
+	if sp := g.sg.parts[tp]; sp != nil && sp.end <= p.log.HighWatermark() {
 		sp.fixStart(p.log.LogStartOffset())
 		return sp
 	}
