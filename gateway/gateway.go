@@ -260,3 +260,20 @@ func (s brokerStats) GroupLag() []metrics.GroupLag {
 }
 
 func (s brokerStats) ActiveTransactions() int { return s.b.ActiveTransactions() }
+
+var _ metrics.ShareStatsSource = brokerStats{}
+
+func (s brokerStats) ShareStats() []metrics.ShareStat {
+	ss := s.b.ShareStats()
+	out := make([]metrics.ShareStat, len(ss))
+	for i, st := range ss {
+		out[i] = metrics.ShareStat{Group: st.Group, Topic: st.Topic, Partition: st.Partition,
+			StartOffset: st.StartOffset, Acquired: st.Acquired, Lag: st.Lag}
+	}
+	return out
+}
+
+func (s brokerStats) ShareCounters() metrics.ShareCounters {
+	c := s.b.ShareCounters()
+	return metrics.ShareCounters{LockExpired: c.LockExpired, Archived: c.Archived, AckErrors: c.AckErrors}
+}
