@@ -8,13 +8,10 @@ package gateway
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -203,9 +200,9 @@ func buildOptions(cfg *configs.Config, log *slog.Logger, obs broker.Observer) (p
 		opts.DialTimeout = u.DialTimeout.D()
 		opts.MetadataRefresh = u.MetadataRefresh.D()
 		if u.TLS != nil {
-			tc, err := upstreamTLS(u.TLS)
+			tc, err := auth.ClientTLS(u.TLS)
 			if err != nil {
-				return opts, nil, nil, err
+				return opts, nil, nil, fmt.Errorf("upstream.%w", err)
 			}
 			opts.UpstreamTLS = tc
 		}
@@ -248,34 +245,6 @@ func buildOptions(cfg *configs.Config, log *slog.Logger, obs broker.Observer) (p
 			log.Error("close built-in broker", "err", err)
 		}
 	}, nil
-}
-
-// upstreamTLS builds the TLS config for upstream connections.
-func upstreamTLS(c *configs.UpstreamTLS) (*tls.Config, error) {
-	tc := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         c.ServerName,
-		InsecureSkipVerify: c.InsecureSkipVerify, //nolint:gosec // operator's explicit choice, for testing
-	}
-	if c.CA != "" {
-		pem, err := os.ReadFile(c.CA)
-		if err != nil {
-			return nil, fmt.Errorf("upstream.tls.ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("upstream.tls.ca: no PEM certificates in %s", c.CA)
-		}
-		tc.RootCAs = pool
-	}
-	if c.Cert != "" || c.Key != "" {
-		cert, err := tls.LoadX509KeyPair(c.Cert, c.Key)
-		if err != nil {
-			return nil, fmt.Errorf("upstream.tls.cert/key: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 // listenerSecurity turns a listener's tls and sasl sections into the
