@@ -221,6 +221,20 @@ func (c *common) emit(w io.Writer, v any, text func(io.Writer) error) error {
 // arguments (`topic create NAME -p 3` as well as `topic create -p 3
 // NAME`); everything after "--" is positional.
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	// The flag package prints the whole usage on any error; a mistake
+	// gets one line instead (from finish), and only -h gets the usage.
+	help := fs.Usage
+	fs.Usage = func() {}
+	defer func() { fs.Usage = help }()
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "-help" || a == "--help" {
+			help()
+			return nil, flag.ErrHelp
+		}
+	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -245,11 +259,13 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 // stderr.
 func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, strings.TrimSpace(usage))
 		fmt.Fprintln(stderr, "\nflags:")
+		fs.SetOutput(stderr)
 		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
 	}
 	return fs
 }

@@ -2,10 +2,12 @@ package console
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // commitTimeout bounds the final offset commit of `consume -g`, which
@@ -65,7 +67,9 @@ func planPositions(ctx context.Context, adm *kadm.Client, topics []string, only 
 	}
 	var committed kadm.OffsetResponses
 	if f.group != "" {
-		if committed, err = adm.FetchOffsets(ctx, f.group); err != nil {
+		// A group that does not exist yet has committed nothing (kfake
+		// says GROUP_ID_NOT_FOUND, Kafka answers with no offsets).
+		if committed, err = adm.FetchOffsets(ctx, f.group); err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
 			return nil, fmt.Errorf("fetch offsets of group %s: %w", f.group, err)
 		}
 	}

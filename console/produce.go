@@ -203,4 +203,3 @@ func (p *producer) result(c *common, out io.Writer) error {
 	}
 	return nil
 }
-

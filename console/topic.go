@@ -138,11 +138,11 @@ func replicationFactor(td kadm.TopicDetail) int {
 
 // describedTopic is `topic describe` output for one topic.
 type describedTopic struct {
-	Name       string              `json:"name"`
-	ID         string              `json:"id"`
-	Partitions []describedPart     `json:"partitions"`
-	Configs    []describedConfig   `json:"configs"`
-	Replicas   int                 `json:"replication_factor"`
+	Name       string            `json:"name"`
+	ID         string            `json:"id"`
+	Replicas   int               `json:"replication_factor"`
+	Partitions []describedPart   `json:"partitions"`
+	Configs    []describedConfig `json:"configs"`
 }
 
 type describedPart struct {
@@ -197,7 +197,7 @@ func topicDescribe(ctx context.Context, c *common, _ *topicFlags, pos []string, 
 	})
 }
 
-// DescribeTopic is what `topic describe` shows, for the web console.
+// describeTopic is what `topic describe` shows.
 func describeTopic(ctx context.Context, adm *kadm.Client, name string) (describedTopic, error) {
 	tds, err := adm.ListTopics(ctx, name)
 	if err != nil {
@@ -215,7 +215,7 @@ func describeTopic(ctx context.Context, adm *kadm.Client, name string) (describe
 	if err != nil {
 		return describedTopic{}, fmt.Errorf("list end offsets of %s: %w", name, err)
 	}
-	sizes := partitionSizes(ctx, adm, name)
+	sizes := partitionSizes(ctx, adm, name, td.Partitions.Numbers())
 	d := describedTopic{Name: name, ID: td.ID.String(), Replicas: replicationFactor(td), Partitions: []describedPart{}}
 	for _, p := range td.Partitions.Sorted() {
 		dp := describedPart{Partition: p.Partition, Leader: p.Leader, Epoch: p.LeaderEpoch,
@@ -244,8 +244,10 @@ func nonNil(s []int32) []int32 {
 
 // partitionSizes asks DescribeLogDirs for the partitions' sizes; a
 // cluster that does not answer it (or denies it) just shows no sizes.
-func partitionSizes(ctx context.Context, adm *kadm.Client, topic string) map[int32]int64 {
-	dirs, err := adm.DescribeAllLogDirs(ctx, kadm.TopicsSet{topic: nil})
+func partitionSizes(ctx context.Context, adm *kadm.Client, topic string, parts []int32) map[int32]int64 {
+	set := kadm.TopicsSet{}
+	set.Add(topic, parts...)
+	dirs, err := adm.DescribeAllLogDirs(ctx, set)
 	if err != nil {
 		return nil
 	}
