@@ -136,7 +136,7 @@ func runConsume(ctx context.Context, c *common, f *consumeFlags, topics []string
 
 // consumeOpts assigns exact start offsets without a group, or joins the
 // group with spec as its reset offset.
-func consumeOpts(topics []string, spec offsetSpec, pl *plan, f *consumeFlags) []kgo.Opt {
+func consumeOpts(topics []string, spec OffsetSpec, pl *plan, f *consumeFlags) []kgo.Opt {
 	opts := []kgo.Opt{kgo.KeepControlRecords()} // control records tell -e where a partition ends
 	if f.readCommitted {
 		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))

@@ -293,8 +293,9 @@ func groupDelete(ctx context.Context, c *common, _ *groupFlags, pos []string, st
 	return errors.Join(errs...)
 }
 
-// seekRow is one partition of `group seek`.
-type seekRow struct {
+// SeekRow is one partition of `group seek`: CurrentOffset is nil where
+// the group has no commit.
+type SeekRow struct {
 	Topic         string `json:"topic"`
 	Partition     int32  `json:"partition"`
 	CurrentOffset *int64 `json:"current_offset"`
@@ -318,21 +319,9 @@ func groupSeek(ctx context.Context, c *common, f *groupFlags, pos []string, std 
 	}
 	defer adm.Close()
 	group := pos[0]
-	if err := refuseActive(ctx, adm, group); err != nil {
-		return err
-	}
-	rows, err := planSeek(ctx, adm, group, spec, splitList(f.topics))
+	rows, err := SeekGroup(ctx, adm, group, spec, splitList(f.topics), f.execute)
 	if err != nil {
 		return err
-	}
-	if f.execute {
-		offs := kadm.Offsets{}
-		for _, r := range rows {
-			offs.Add(kadm.Offset{Topic: r.Topic, Partition: r.Partition, At: r.NewOffset, LeaderEpoch: -1})
-		}
-		if err := adm.CommitAllOffsets(ctx, group, offs); err != nil {
-			return fmt.Errorf("commit offsets of group %s: %w", group, err)
-		}
 	}
 	return c.emit(std.Out, map[string]any{"group": group, "executed": f.execute, "partitions": rows}, func(w io.Writer) error {
 		t := newTable("TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET")
@@ -354,6 +343,29 @@ func groupSeek(ctx context.Context, c *common, f *groupFlags, pos []string, std 
 	})
 }
 
+// SeekGroup plans (and, with execute, commits) new offsets for group,
+// which must have no active members.
+func SeekGroup(ctx context.Context, adm *kadm.Client, group string, spec OffsetSpec, topics []string, execute bool) ([]SeekRow, error) {
+	if err := refuseActive(ctx, adm, group); err != nil {
+		return nil, err
+	}
+	rows, err := planSeek(ctx, adm, group, spec, topics)
+	if err != nil || !execute {
+		return rows, err
+	}
+	offs := kadm.Offsets{}
+	for _, r := range rows {
+		offs.Add(kadm.Offset{Topic: r.Topic, Partition: r.Partition, At: r.NewOffset, LeaderEpoch: -1})
+	}
+	if err := adm.CommitAllOffsets(ctx, group, offs); err != nil {
+		return nil, fmt.Errorf("commit offsets of group %s: %w", group, err)
+	}
+	return rows, nil
+}
+
+// ParseSeek parses a `group seek --to` value for SeekGroup.
+func ParseSeek(s string) (OffsetSpec, error) { return parseOffset(s) }
+
 // refuseActive fails for a group with members: their commits would
 // overwrite the seek, as Kafka's reset-offsets also refuses.
 func refuseActive(ctx context.Context, adm *kadm.Client, group string) error {
@@ -373,7 +385,7 @@ func refuseActive(ctx context.Context, adm *kadm.Client, group string) error {
 
 // planSeek computes the new offset of every partition: of topics if
 // given, else of the topics the group has committed.
-func planSeek(ctx context.Context, adm *kadm.Client, group string, spec offsetSpec, topics []string) ([]seekRow, error) {
+func planSeek(ctx context.Context, adm *kadm.Client, group string, spec OffsetSpec, topics []string) ([]SeekRow, error) {
 	committed, err := adm.FetchOffsets(ctx, group)
 	if err != nil {
 		return nil, fmt.Errorf("fetch offsets of group %s: %w", group, err)
@@ -407,11 +419,11 @@ func planSeek(ctx context.Context, adm *kadm.Client, group string, spec offsetSp
 			return nil, fmt.Errorf("list offsets after %d: %w", spec.milli, err)
 		}
 	}
-	rows := []seekRow{}
+	rows := []SeekRow{}
 	for _, t := range topics {
 		for _, p := range sortedPartitions(ends[t]) {
 			e, s := ends[t][p], starts[t][p]
-			row := seekRow{Topic: t, Partition: p}
+			row := SeekRow{Topic: t, Partition: p}
 			base := s.Offset
 			if c, ok := committed.Lookup(t, p); ok && c.Err == nil && c.At >= 0 {
 				at := c.At

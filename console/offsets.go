@@ -21,9 +21,9 @@ const (
 	offTrimKeep                   // trim "-N": keep the last N records (end - N)
 )
 
-// offsetSpec is a parsed start position: start, end, N, +N, -N or
+// OffsetSpec is a parsed start position: start, end, N, +N, -N or
 // @timestamp (milliseconds since the epoch, or RFC 3339).
-type offsetSpec struct {
+type OffsetSpec struct {
 	kind  offsetKind
 	n     int64 // offAbsolute, offAfter, offBefore
 	milli int64 // offTime
@@ -31,15 +31,15 @@ type offsetSpec struct {
 
 // parseOffset parses an offset specification; the error says what is
 // accepted.
-func parseOffset(s string) (offsetSpec, error) {
-	bad := func() (offsetSpec, error) {
-		return offsetSpec{}, usagef("offset %q: want start, end, N, +N, -N or @timestamp (ms since the epoch or RFC 3339)", s)
+func parseOffset(s string) (OffsetSpec, error) {
+	bad := func() (OffsetSpec, error) {
+		return OffsetSpec{}, usagef("offset %q: want start, end, N, +N, -N or @timestamp (ms since the epoch or RFC 3339)", s)
 	}
 	switch s {
 	case "start", "beginning", "earliest":
-		return offsetSpec{kind: offStart}, nil
+		return OffsetSpec{kind: offStart}, nil
 	case "end", "latest":
-		return offsetSpec{kind: offEnd}, nil
+		return OffsetSpec{kind: offEnd}, nil
 	case "":
 		return bad()
 	}
@@ -48,7 +48,7 @@ func parseOffset(s string) (offsetSpec, error) {
 		if err != nil {
 			return bad()
 		}
-		return offsetSpec{kind: offTime, milli: ms}, nil
+		return OffsetSpec{kind: offTime, milli: ms}, nil
 	}
 	kind := offAbsolute
 	digits := s
@@ -65,7 +65,7 @@ func parseOffset(s string) (offsetSpec, error) {
 	if err != nil || n < 0 {
 		return bad()
 	}
-	return offsetSpec{kind: kind, n: n}, nil
+	return OffsetSpec{kind: kind, n: n}, nil
 }
 
 // parseTime accepts milliseconds since the epoch or an RFC 3339 time.
@@ -82,7 +82,7 @@ func parseTime(s string) (int64, error) {
 
 // kgoOffset is the consumer's start position for the spec: +N counts
 // from the log start, -N back from the end.
-func (o offsetSpec) kgoOffset() kgo.Offset {
+func (o OffsetSpec) kgoOffset() kgo.Offset {
 	switch o.kind {
 	case offStart:
 		return kgo.NewOffset().AtStart()
@@ -102,7 +102,7 @@ func (o offsetSpec) kgoOffset() kgo.Offset {
 // +N and -N shift the committed offset; the result is clamped to
 // [start, end]. atTime is the ListOffsets answer for the spec's time (-1
 // when none is at or after it: the end).
-func (o offsetSpec) resolve(committed, start, end, atTime int64) int64 {
+func (o OffsetSpec) resolve(committed, start, end, atTime int64) int64 {
 	var to int64
 	switch o.kind {
 	case offStart:

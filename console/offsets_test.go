@@ -3,7 +3,7 @@ package console
 import "testing"
 
 func TestParseOffset(t *testing.T) {
-	good := map[string]offsetSpec{
+	good := map[string]OffsetSpec{
 		"start": {kind: offStart}, "end": {kind: offEnd}, "42": {kind: offAbsolute, n: 42},
 		"+5": {kind: offAfter, n: 5}, "-5": {kind: offBefore, n: 5}, "@1700000000000": {kind: offTime, milli: 1700000000000},
 		"@2026-12-01T00:00:00Z": {kind: offTime, milli: 1796083200000},
@@ -30,10 +30,10 @@ func TestResolve(t *testing.T) {
 			t.Errorf("resolve(%q) = %d, want %d", in, got, want)
 		}
 	}
-	if got := startOffset(offsetSpec{kind: offBefore, n: 3}, 10, 100, -1); got != 97 {
+	if got := startOffset(OffsetSpec{kind: offBefore, n: 3}, 10, 100, -1); got != 97 {
 		t.Errorf("consume -3 starts at %d, want 97", got)
 	}
-	if got := startOffset(offsetSpec{kind: offAfter, n: 3}, 10, 100, -1); got != 13 {
+	if got := startOffset(OffsetSpec{kind: offAfter, n: 3}, 10, 100, -1); got != 13 {
 		t.Errorf("consume +3 starts at %d, want 13", got)
 	}
 }

@@ -40,7 +40,7 @@ func (p *plan) pending() map[string]map[int32]int64 {
 
 // planPositions resolves spec (and, with a group, its committed offsets)
 // to one start offset per partition, clamped to the log.
-func planPositions(ctx context.Context, adm *kadm.Client, topics []string, only map[int32]bool, spec offsetSpec, f *consumeFlags) (*plan, error) {
+func planPositions(ctx context.Context, adm *kadm.Client, topics []string, only map[int32]bool, spec OffsetSpec, f *consumeFlags) (*plan, error) {
 	starts, err := adm.ListStartOffsets(ctx, topics...)
 	if err == nil {
 		err = starts.Error()
@@ -104,7 +104,7 @@ func planPositions(ctx context.Context, adm *kadm.Client, topics []string, only 
 
 // startOffset is where a consumer starts: +N after the start, -N before
 // the end, clamped to [start, end].
-func startOffset(spec offsetSpec, start, end, atTime int64) int64 {
+func startOffset(spec OffsetSpec, start, end, atTime int64) int64 {
 	switch spec.kind {
 	case offAfter:
 		return max(start, min(start+spec.n, end))

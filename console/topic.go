@@ -136,16 +136,18 @@ func replicationFactor(td kadm.TopicDetail) int {
 	return rf
 }
 
-// describedTopic is `topic describe` output for one topic.
-type describedTopic struct {
-	Name       string            `json:"name"`
-	ID         string            `json:"id"`
-	Replicas   int               `json:"replication_factor"`
-	Partitions []describedPart   `json:"partitions"`
-	Configs    []describedConfig `json:"configs"`
+// TopicDescription is `topic describe` output for one topic (also the
+// web console's topic page).
+type TopicDescription struct {
+	Name       string           `json:"name"`
+	ID         string           `json:"id"`
+	Replicas   int              `json:"replication_factor"`
+	Partitions []TopicPartition `json:"partitions"`
+	Configs    []TopicConfig    `json:"configs"`
 }
 
-type describedPart struct {
+// TopicPartition is one partition of a TopicDescription.
+type TopicPartition struct {
 	Partition      int32   `json:"partition"`
 	Leader         int32   `json:"leader"`
 	Epoch          int32   `json:"leader_epoch"`
@@ -156,7 +158,9 @@ type describedPart struct {
 	SizeBytes      *int64  `json:"size_bytes,omitempty"`
 }
 
-type describedConfig struct {
+// TopicConfig is one config of a topic; Default is false when the topic
+// sets it.
+type TopicConfig struct {
 	Name    string `json:"name"`
 	Value   string `json:"value"`
 	Source  string `json:"source"`
@@ -172,9 +176,9 @@ func topicDescribe(ctx context.Context, c *common, _ *topicFlags, pos []string, 
 		return err
 	}
 	defer adm.Close()
-	out := make([]describedTopic, 0, len(pos))
+	out := make([]TopicDescription, 0, len(pos))
 	for _, name := range pos {
-		d, err := describeTopic(ctx, adm, name)
+		d, err := DescribeTopic(ctx, adm, name)
 		if err != nil {
 			return err
 		}
@@ -197,28 +201,30 @@ func topicDescribe(ctx context.Context, c *common, _ *topicFlags, pos []string, 
 	})
 }
 
-// describeTopic is what `topic describe` shows.
-func describeTopic(ctx context.Context, adm *kadm.Client, name string) (describedTopic, error) {
+// DescribeTopic is what `topic describe` shows: partitions with offsets
+// and (where the cluster reports them) sizes, and every config with the
+// non-defaults marked.
+func DescribeTopic(ctx context.Context, adm *kadm.Client, name string) (TopicDescription, error) {
 	tds, err := adm.ListTopics(ctx, name)
 	if err != nil {
-		return describedTopic{}, fmt.Errorf("describe %s: %w", name, err)
+		return TopicDescription{}, fmt.Errorf("describe %s: %w", name, err)
 	}
 	td, ok := tds[name]
 	if !ok || td.Err != nil {
-		return describedTopic{}, topicErr(name, td.Err)
+		return TopicDescription{}, topicErr(name, td.Err)
 	}
 	starts, err := adm.ListStartOffsets(ctx, name)
 	if err != nil {
-		return describedTopic{}, fmt.Errorf("list start offsets of %s: %w", name, err)
+		return TopicDescription{}, fmt.Errorf("list start offsets of %s: %w", name, err)
 	}
 	ends, err := adm.ListEndOffsets(ctx, name)
 	if err != nil {
-		return describedTopic{}, fmt.Errorf("list end offsets of %s: %w", name, err)
+		return TopicDescription{}, fmt.Errorf("list end offsets of %s: %w", name, err)
 	}
 	sizes := partitionSizes(ctx, adm, name, td.Partitions.Numbers())
-	d := describedTopic{Name: name, ID: td.ID.String(), Replicas: replicationFactor(td), Partitions: []describedPart{}}
+	d := TopicDescription{Name: name, ID: td.ID.String(), Replicas: replicationFactor(td), Partitions: []TopicPartition{}}
 	for _, p := range td.Partitions.Sorted() {
-		dp := describedPart{Partition: p.Partition, Leader: p.Leader, Epoch: p.LeaderEpoch,
+		dp := TopicPartition{Partition: p.Partition, Leader: p.Leader, Epoch: p.LeaderEpoch,
 			Replicas: nonNil(p.Replicas), ISR: nonNil(p.ISR), LogStartOffset: -1, HighWatermark: -1}
 		if o, ok := starts.Lookup(name, p.Partition); ok && o.Err == nil {
 			dp.LogStartOffset = o.Offset
@@ -265,23 +271,23 @@ func partitionSizes(ctx context.Context, adm *kadm.Client, topic string, parts [
 	return out
 }
 
-func topicConfigs(ctx context.Context, adm *kadm.Client, name string) ([]describedConfig, error) {
+func topicConfigs(ctx context.Context, adm *kadm.Client, name string) ([]TopicConfig, error) {
 	rcs, err := adm.DescribeTopicConfigs(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("describe configs of %s: %w", name, err)
 	}
-	out := []describedConfig{}
+	out := []TopicConfig{}
 	for _, rc := range rcs {
 		if rc.Err != nil {
 			return nil, fmt.Errorf("describe configs of %s: %w", name, rc.Err)
 		}
 		for _, cfg := range rc.Configs {
 			src := cfg.Source.String()
-			out = append(out, describedConfig{Name: cfg.Key, Value: cfg.MaybeValue(), Source: src,
+			out = append(out, TopicConfig{Name: cfg.Key, Value: cfg.MaybeValue(), Source: src,
 				Default: cfg.Source != kmsg.ConfigSourceDynamicTopicConfig})
 		}
 	}
-	slices.SortFunc(out, func(a, b describedConfig) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b TopicConfig) int { return cmpString(a.Name, b.Name) })
 	return out, nil
 }
 
@@ -296,7 +302,7 @@ func cmpString(a, b string) int {
 }
 
 // writeTopic is the text form of `topic describe`.
-func writeTopic(w io.Writer, d describedTopic) error {
+func writeTopic(w io.Writer, d TopicDescription) error {
 	fmt.Fprintf(w, "Topic: %s  ID: %s  Partitions: %d  ReplicationFactor: %d\n", d.Name, d.ID, len(d.Partitions), d.Replicas)
 	var nd []string
 	for _, cfg := range d.Configs {

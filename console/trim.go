@@ -83,9 +83,9 @@ func topicTrim(ctx context.Context, c *common, f *topicFlags, pos []string, std 
 }
 
 // parseTrimTo accepts N, end, or -N (keep the last N records).
-func parseTrimTo(s string) (offsetSpec, error) {
+func parseTrimTo(s string) (OffsetSpec, error) {
 	if s == "" {
-		return offsetSpec{}, usagef("trim needs --to N|end|-N")
+		return OffsetSpec{}, usagef("trim needs --to N|end|-N")
 	}
 	o, err := parseOffset(s)
 	if err != nil {
@@ -97,9 +97,9 @@ func parseTrimTo(s string) (offsetSpec, error) {
 	case offBefore:
 		// For seek, -N shifts the committed offset; for trim it counts
 		// back from the end.
-		return offsetSpec{kind: offTrimKeep, n: o.n}, nil
+		return OffsetSpec{kind: offTrimKeep, n: o.n}, nil
 	}
-	return offsetSpec{}, usagef("trim --to %q: want N, end or -N", s)
+	return OffsetSpec{}, usagef("trim --to %q: want N, end or -N", s)
 }
 
 // parsePartitions parses "0,1,2" (nil: all).
