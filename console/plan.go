@@ -113,3 +113,38 @@ func startOffset(spec OffsetSpec, start, end, atTime int64) int64 {
 	}
 	return spec.resolve(start, start, end, atTime)
 }
+
+// Position resolves spec for one partition as consume does (+N after the
+// log start, -N before the end) and returns it with the partition's end
+// (high watermark). The web console's messages view uses it.
+func Position(ctx context.Context, adm *kadm.Client, topic string, partition int32, spec OffsetSpec) (from, end int64, err error) {
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return 0, 0, fmt.Errorf("list start offsets of %s: %w", topic, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return 0, 0, fmt.Errorf("list end offsets of %s: %w", topic, err)
+	}
+	s, ok := starts.Lookup(topic, partition)
+	e, ok2 := ends.Lookup(topic, partition)
+	switch {
+	case !ok || !ok2:
+		return 0, 0, topicErr(fmt.Sprintf("%s[%d]", topic, partition), nil)
+	case s.Err != nil:
+		return 0, 0, topicErr(topic, s.Err)
+	case e.Err != nil:
+		return 0, 0, topicErr(topic, e.Err)
+	}
+	at := int64(-1)
+	if spec.kind == offTime {
+		ts, err := adm.ListOffsetsAfterMilli(ctx, spec.milli, topic)
+		if err != nil {
+			return 0, 0, fmt.Errorf("list offsets of %s after %d: %w", topic, spec.milli, err)
+		}
+		if o, ok := ts.Lookup(topic, partition); ok && o.Err == nil {
+			at = o.Offset
+		}
+	}
+	return startOffset(spec, s.Offset, e.Offset, at), e.Offset, nil
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/tollgate-kafka/tollgate/metrics"
 	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/proxy"
+	"github.com/tollgate-kafka/tollgate/webui"
 )
 
 // Gateway is one assembled tollgate.
@@ -37,6 +38,8 @@ type Gateway struct {
 	cfg          *configs.Config
 	log          *slog.Logger
 	admin        *metrics.AdminServer
+	console      *webui.Console // nil unless the admin server serves /ui/
+	policy       policyState
 	closeBackend func()
 }
 
@@ -104,7 +107,11 @@ func New(cfg *configs.Config, log *slog.Logger, opts ...Option) (*Gateway, error
 	for _, w := range warnings {
 		log.Warn("policy", "warning", w.String())
 	}
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration", "warning", w)
+	}
 	g.Server.SetPolicy(eng)
+	g.policy.installed(cfg.Policy, time.Now())
 	return g, nil
 }
 
@@ -115,7 +122,16 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	if g.cfg.Admin.Enabled() {
 		admin, err := metrics.NewAdmin(g.cfg.Admin.Listen, g.Registry, g.Server.Ready, g.Trail)
+		if err == nil {
+			err = secureAdmin(admin, g.cfg.Admin)
+		}
+		if err == nil && g.cfg.Admin.UI.Enabled {
+			err = g.mountConsole(admin)
+		}
 		if err != nil {
+			if admin != nil {
+				admin.Shutdown(context.Background())
+			}
 			g.Server.Shutdown(context.Background())
 			return err
 		}
@@ -134,6 +150,9 @@ func (g *Gateway) Close(ctx context.Context) error {
 	if g.admin != nil {
 		g.admin.Shutdown(context.Background())
 	}
+	if g.console != nil {
+		g.console.Close()
+	}
 	g.closeBackend()
 	g.Trail.Close()
 	return err
@@ -141,7 +160,8 @@ func (g *Gateway) Close(ctx context.Context) error {
 
 // Reload loads file and swaps in its policy, keeping the rate budgets of
 // rules whose name and rate are unchanged. Other sections need a restart.
-func (g *Gateway) Reload(file string) error {
+func (g *Gateway) Reload(file string) (err error) {
+	defer func() { g.policy.reloaded(time.Now(), err) }()
 	cfg, err := configs.Load(file)
 	if err != nil {
 		return err
@@ -150,6 +170,7 @@ func (g *Gateway) Reload(file string) error {
 	if err != nil {
 		return err
 	}
+	defer g.policy.installed(cfg.Policy, time.Now())
 	for _, w := range warnings {
 		g.log.Warn("policy", "warning", w.String())
 	}

@@ -35,6 +35,7 @@ var _ TapSource = (*audit.Trail)(nil)
 //	/tap      newline-delimited JSON audit records, live, filtered by the
 //	          query (listener, api, api_not, topic, client; see
 //	          audit.FilterFromQuery), until the client goes away
+//	/ui/      the web console (package webui), when mounted
 //
 // It binds in NewAdmin, so Addr is known before Start.
 type AdminServer struct {
@@ -73,7 +74,7 @@ func NewAdmin(addr string, reg prometheus.Gatherer, ready func() error, tap TapS
 	mux.HandleFunc("GET /readyz", a.readyz)
 	mux.HandleFunc("GET /tap", a.tapHandler)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "tollgate admin: /metrics /healthz /readyz /tap?api=&topic=&client=&listener=")
+		fmt.Fprintln(w, "tollgate admin: /metrics /healthz /readyz /tap?api=&topic=&client=&listener= /ui/ (web console, when enabled)")
 	})
 	a.srv = &http.Server{
 		Handler:           http.HandlerFunc(a.serve),
@@ -128,6 +129,7 @@ func (a *AdminServer) Start() {
 // within ctx.
 func (a *AdminServer) Shutdown(ctx context.Context) error {
 	a.stopOnce.Do(func() { close(a.stop) })
+	defer a.ln.Close() // for a server shut down before Start
 	if err := a.srv.Shutdown(ctx); err != nil {
 		return fmt.Errorf("admin shutdown: %w", err)
 	}
