@@ -142,6 +142,15 @@ func (g *Gateway) Start(ctx context.Context) error {
 	return nil
 }
 
+// AdminAddr is the admin server's bound address (nil when it is off or
+// not started).
+func (g *Gateway) AdminAddr() net.Addr {
+	if g.admin == nil {
+		return nil
+	}
+	return g.admin.Addr()
+}
+
 // Close drains the gateway (bounded by ctx, or the drain timeout when ctx
 // has no deadline), then closes the admin server, the backend and the
 // audit trail.
