@@ -44,7 +44,7 @@ func loadConfig(args []string, stderr io.Writer) (*configs.Config, string, error
 		return nil, "", err
 	}
 	if fs.NArg() > 0 {
-		return nil, "", fmt.Errorf("unexpected argument %q (commands: check-config, topic, produce, consume, group, tap, users, bench, version, help)", fs.Arg(0))
+		return nil, "", fmt.Errorf("unexpected argument %q (commands: check-config, topic, produce, consume, group, tap, users, version, help)", fs.Arg(0))
 	}
 	cfg := configs.Default()
 	if *file != "" {
