@@ -1,9 +1,10 @@
-package console
+package console_test
 
 import (
 	"bytes"
 	"context"
 	"flag"
+	"github.com/tollgate-kafka/tollgate/console"
 	"io"
 	"log/slog"
 	"net"
@@ -97,7 +98,7 @@ type result struct {
 }
 
 // run runs a console command with -b addr and stdin.
-func run(t *testing.T, cmd func(context.Context, []string, IO) int, addr, stdin string, args ...string) result {
+func run(t *testing.T, cmd func(context.Context, []string, console.IO) int, addr, stdin string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -105,7 +106,7 @@ func run(t *testing.T, cmd func(context.Context, []string, IO) int, addr, stdin 
 	if addr != "" {
 		args = append(args, "-b", addr)
 	}
-	code := cmd(ctx, args, IO{In: strings.NewReader(stdin), Out: &out, Err: &errb})
+	code := cmd(ctx, args, console.IO{In: strings.NewReader(stdin), Out: &out, Err: &errb})
 	return result{out.String(), errb.String(), code}
 }
 
