@@ -1,6 +1,12 @@
 package console
 
-import "testing"
+import (
+	"bufio"
+	"bytes"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
 
 func TestParseOffset(t *testing.T) {
 	good := map[string]OffsetSpec{
@@ -56,4 +62,40 @@ func FuzzParseOffset(f *testing.F) {
 			t.Fatalf("%q resolved to %d outside [3, 9]", s, got)
 		}
 	})
+}
+
+// FuzzFormat: any -f format string either compiles and prints a record
+// without panicking, or is a usage error.
+func FuzzFormat(f *testing.F) {
+	for _, s := range []string{"%v\\n", "%t %p %o %k=%v %T %h%%", "\\t%v", "%", "\\", "%q", "\\x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := formatPrinter(s)
+		if err != nil {
+			if exitCode(err) != ExitUsage {
+				t.Fatalf("%q: %v is not a usage error", s, err)
+			}
+			return
+		}
+		var b bytes.Buffer
+		w := bufio.NewWriter(&b)
+		p(w, &kgo.Record{Topic: "t", Key: []byte("k"), Value: []byte("v"), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("1")}}})
+		w.Flush()
+	})
+}
+
+func TestFormatPrinter(t *testing.T) {
+	p, err := formatPrinter(`%t/%p@%o %k=%v [%h] 100%%\n`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	w := bufio.NewWriter(&b)
+	p(w, &kgo.Record{Topic: "orders", Partition: 2, Offset: 7, Key: []byte("k"), Value: []byte("v"),
+		Headers: []kgo.RecordHeader{{Key: "a", Value: []byte("1")}, {Key: "b", Value: []byte("2")}}})
+	w.Flush()
+	if got := b.String(); got != "orders/2@7 k=v [a=1,b=2] 100%\n" {
+		t.Errorf("format: %q", got)
+	}
 }

@@ -98,7 +98,7 @@ func secureAdmin(a *metrics.AdminServer, c configs.Admin) error {
 		a.Protect(metrics.AdminAuth(token, user, pass))
 	}
 	if t := c.TLS; t != nil {
-		cert, err := auth.ServerTLS(&configs.ListenerTLS{Cert: t.Cert, Key: t.Key})
+		cert, err := auth.ServerTLS(&configs.ListenerTLS{Cert: t.Cert, Key: t.Key, MinVersion: "1.2"})
 		if err != nil {
 			return fmt.Errorf("admin.tls: %w", err)
 		}

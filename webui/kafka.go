@@ -241,6 +241,7 @@ type GroupRow struct {
 }
 
 func (c *Console) groups(w http.ResponseWriter, r *http.Request) {
+	c.viewed()
 	ctx, cancel := context.WithTimeout(r.Context(), kafkaTimeout)
 	defer cancel()
 	rows, err := c.groupRows(ctx)
@@ -283,6 +284,7 @@ type GroupPage struct {
 }
 
 func (c *Console) group(w http.ResponseWriter, r *http.Request) {
+	c.viewed()
 	ctx, cancel := context.WithTimeout(r.Context(), kafkaTimeout)
 	defer cancel()
 	name := r.PathValue("group")

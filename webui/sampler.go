@@ -107,9 +107,16 @@ func (c *Console) sample() {
 	}
 }
 
-// sampleLag records every group's lag once.
+// lagWatch is how long after the last groups page view the sampler
+// keeps recording lag: a console nobody looks at sends no requests.
+const lagWatch = 10 * time.Minute
+
+// viewed notes a groups page view.
+func (c *Console) viewed() { c.lastView.Store(time.Now().UnixNano()) }
+
+// sampleLag records every group's lag once, while someone watches.
 func (c *Console) sampleLag() {
-	if c.opts.Kafka == nil {
+	if c.opts.Kafka == nil || time.Since(time.Unix(0, c.lastView.Load())) > lagWatch {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), kafkaTimeout)

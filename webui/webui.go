@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,14 +91,15 @@ type RuleInfo struct {
 
 // Console is the /ui/ handler. Close stops its lag sampler.
 type Console struct {
-	opts  Options
-	tmpl  *template.Template
-	mux   *http.ServeMux
-	hist  *history
-	stop  chan struct{}
-	once  sync.Once
-	live  liveCount
-	ready chan struct{}
+	opts Options
+	tmpl *template.Template
+	mux  *http.ServeMux
+	hist *history
+	stop chan struct{}
+	once sync.Once
+	live liveCount
+	// lastView is when a groups page was last viewed (unix nanos).
+	lastView atomic.Int64
 }
 
 // New builds the console; call Close when the admin server stops.

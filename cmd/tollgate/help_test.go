@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -39,5 +41,19 @@ func TestVersion(t *testing.T) {
 	var out bytes.Buffer
 	if run([]string{"version"}, &out, &out) != 0 || !strings.HasPrefix(out.String(), "tollgate ") {
 		t.Errorf("tollgate version: %q", out.String())
+	}
+}
+
+// TestCheckConfigWarnsOpenAdmin: a non-loopback admin address with
+// neither auth nor tls is a check-config warning (still exit 0).
+func TestCheckConfigWarnsOpenAdmin(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "open.yaml")
+	os.WriteFile(f, []byte("admin: { listen: 0.0.0.0:9099 }\n"), 0o644)
+	var out, errb bytes.Buffer
+	if code := run([]string{"check-config", f}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "warning: admin.listen 0.0.0.0:9099 is not a loopback address") {
+		t.Errorf("no warning:\n%s", out.String())
 	}
 }
