@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/tollgate-kafka/tollgate/audit"
 	"github.com/tollgate-kafka/tollgate/auth"
 	"github.com/tollgate-kafka/tollgate/configs"
 	"github.com/tollgate-kafka/tollgate/metrics"
@@ -144,21 +145,9 @@ func (g *Gateway) mountConsole(a *metrics.AdminServer) error {
 // there is no such way (the Kafka pages say so).
 func (g *Gateway) consoleKafka() []kgo.Opt {
 	if g.cfg.UpstreamMode() {
-		u := g.cfg.Upstream
-		opts := []kgo.Opt{kgo.SeedBrokers(u.Bootstrap...), kgo.DialTimeout(u.DialTimeout.D())}
-		if u.TLS != nil {
-			tc, err := auth.ClientTLS(u.TLS)
-			if err != nil {
-				return nil
-			}
-			opts = append(opts, kgo.DialTLSConfig(tc))
-		}
-		if u.SASL != nil {
-			m, err := auth.ClientMechanism(u.SASL)
-			if err != nil {
-				return nil // pass-through: the gateway has no identity of its own
-			}
-			opts = append(opts, kgo.SASL(m))
+		opts, err := upstreamClient(g.cfg.Upstream)
+		if err != nil {
+			return nil
 		}
 		return opts
 	}
@@ -174,4 +163,38 @@ func (g *Gateway) consoleKafka() []kgo.Opt {
 		return []kgo.Opt{kgo.SeedBrokers(net.JoinHostPort(host, fmt.Sprint(addr.Port)))}
 	}
 	return nil
+}
+
+// upstreamClient is a kgo client's options for the upstream as the
+// gateway's own identity (upstream.tls, upstream.sasl).
+func upstreamClient(u *configs.Upstream) ([]kgo.Opt, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(u.Bootstrap...), kgo.DialTimeout(u.DialTimeout.D())}
+	if u.TLS != nil {
+		tc, err := auth.ClientTLS(u.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("upstream.%w", err)
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	if u.SASL != nil {
+		m, err := auth.ClientMechanism(u.SASL)
+		if err != nil {
+			return nil, fmt.Errorf("upstream.sasl: %w", err) // pass-through: the gateway has no identity of its own
+		}
+		opts = append(opts, kgo.SASL(m))
+	}
+	return opts, nil
+}
+
+// kafkaAuditSink is audit.sink.kafka: the named cluster, or the upstream
+// as the gateway's own identity.
+func kafkaAuditSink(cfg *configs.Config, k *configs.AuditKafka) (*audit.KafkaSink, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(k.Brokers...)}
+	if len(k.Brokers) == 0 {
+		var err error
+		if opts, err = upstreamClient(cfg.Upstream); err != nil {
+			return nil, fmt.Errorf("audit.sink.kafka: %w", err)
+		}
+	}
+	return audit.NewKafkaSink(k.Topic, opts...)
 }

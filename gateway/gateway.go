@@ -67,8 +67,20 @@ func New(cfg *configs.Config, log *slog.Logger, opts ...Option) (*Gateway, error
 	}
 	g := &Gateway{cfg: cfg, log: log, Registry: prometheus.NewRegistry()}
 	g.Metrics = metrics.New(g.Registry)
-	trail, err := audit.New(cfg.Audit, g.Metrics, audit.WithLogger(log))
+	aopts := []audit.Option{audit.WithLogger(log)}
+	var kafkaSink *audit.KafkaSink
+	if k := cfg.Audit.Sink.Kafka; k != nil && cfg.Audit.Enabled() {
+		var err error
+		if kafkaSink, err = kafkaAuditSink(cfg, k); err != nil {
+			return nil, err
+		}
+		aopts = append(aopts, audit.WithSink(kafkaSink)) // closed by the trail from here on
+	}
+	trail, err := audit.New(cfg.Audit, g.Metrics, aopts...)
 	if err != nil {
+		if kafkaSink != nil {
+			kafkaSink.Close()
+		}
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	g.Trail = trail
