@@ -1,8 +1,8 @@
 package configs
 
 import (
-	"net"
 	"fmt"
+	"net"
 	"os"
 	"reflect"
 	"strings"
