@@ -20,18 +20,18 @@ func ClientTLS(c *configs.UpstreamTLS) (*tls.Config, error) {
 	if c.CA != "" {
 		pem, err := os.ReadFile(c.CA)
 		if err != nil {
-			return nil, fmt.Errorf("tls ca: %w", err)
+			return nil, fmt.Errorf("tls.ca: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls ca: no PEM certificates in %s", c.CA)
+			return nil, fmt.Errorf("tls.ca: no PEM certificates in %s", c.CA)
 		}
 		tc.RootCAs = pool
 	}
 	if c.Cert != "" || c.Key != "" {
 		cert, err := tls.LoadX509KeyPair(c.Cert, c.Key)
 		if err != nil {
-			return nil, fmt.Errorf("tls cert/key: %w", err)
+			return nil, fmt.Errorf("tls.cert/key: %w", err)
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}

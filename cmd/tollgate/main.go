@@ -22,7 +22,7 @@ import (
 	"syscall"
 
 	"github.com/tollgate-kafka/tollgate/console"
-	"github.com/tollgate-kafka/tollgate/policy"
+	"github.com/tollgate-kafka/tollgate/gateway"
 )
 
 func main() {
@@ -138,13 +138,17 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		stdout.Write(out)
 		return 0
 	}
-	if _, warnings, err := policy.Compile(cfg.Policy); err != nil {
+	// The same provisioning as serve, up to opening sockets and files:
+	// TLS configs, principal mappers, SASL servers, the compiled policy,
+	// the broker options.
+	plan, err := gateway.Provision(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
-	} else {
-		for _, w := range warnings {
-			fmt.Fprintln(stdout, "warning:", w.String())
-		}
+	}
+	plan.Close()
+	for _, w := range plan.Warnings {
+		fmt.Fprintln(stdout, "warning:", w.String())
 	}
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintln(stdout, "warning:", w)
