@@ -338,3 +338,32 @@ func TestHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestProduceReportsFailures: records the cluster refuses (a policy
+// denial through the gateway) are named by line on stderr and the exit
+// code is 1; the records of an allowed topic are all written.
+func TestProduceReportsFailures(t *testing.T) {
+	b := throughGateway(t, `
+policy:
+  rules:
+    - { name: read-only, match: { api: [Produce], topic: read-only }, action: deny }
+`)
+	run(t, console.Topic, b.addr, "", "create", "read-only", "-p", "1").ok(t, "create")
+	r := run(t, console.Produce, b.addr, "one\ntwo\n", "read-only")
+	if r.code != console.ExitFailed || !strings.Contains(r.err, "line 1: TOPIC_AUTHORIZATION_FAILED") ||
+		!strings.Contains(r.err, "line 2: TOPIC_AUTHORIZATION_FAILED") || !strings.Contains(r.err, "2 of 2 records failed") {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.err)
+	}
+	if hw := b.kfake.PartitionInfo("read-only", 0).HighWatermark; hw != 0 {
+		t.Fatalf("denied records reached the upstream: high watermark %d", hw)
+	}
+	// kfake does not create topics on Metadata: an unknown topic is one
+	// line, not a retry until the timeout.
+	run(t, console.Produce, b.addr, "x\n", "writable").oneLineError(t, "unknown topic", console.ExitFailed, "UNKNOWN_TOPIC_OR_PARTITION")
+	run(t, console.Topic, b.addr, "", "create", "writable", "-p", "1").ok(t, "create")
+	ok := run(t, console.Produce, b.addr, "one\ntwo\n", "writable", "--format", "json").ok(t, "allowed produce")
+	var sum struct{ Produced, Failed int }
+	if err := json.Unmarshal([]byte(ok.out), &sum); err != nil || sum.Produced != 2 || sum.Failed != 0 {
+		t.Fatalf("summary %q: %v", ok.out, err)
+	}
+}
