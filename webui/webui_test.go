@@ -352,8 +352,46 @@ admin:
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	tds, err := kadm.NewClient(cl).ListTopics(context.Background(), "made-in-ui")
+	adm := kadm.NewClient(cl)
+	tds, err := adm.ListTopics(context.Background(), "made-in-ui")
 	if err != nil || len(tds["made-in-ui"].Partitions) != 3 {
 		t.Errorf("topic made in the console: %v %v", tds, err)
+	}
+
+	// Reset a group's offsets from the console.
+	ctx := context.Background()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "made-in-ui", Value: []byte("a")}, &kgo.Record{Topic: "made-in-ui", Value: []byte("b")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	tp := kadm.Offsets{}
+	tp.Add(kadm.Offset{Topic: "made-in-ui", Partition: 0, At: 0, LeaderEpoch: -1})
+	ends, _ := adm.ListEndOffsets(ctx, "made-in-ui")
+	ends.Each(func(o kadm.ListedOffset) {
+		tp.Add(kadm.Offset{Topic: o.Topic, Partition: o.Partition, At: o.Offset, LeaderEpoch: -1})
+	})
+	if err := adm.CommitAllOffsets(ctx, "resettable", tp); err != nil {
+		t.Fatal(err)
+	}
+	req, _ = http.NewRequest(http.MethodPost, base+"/ui/groups/resettable/seek", strings.NewReader("to=start"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer s3cret-token")
+	if r := do(req); r.StatusCode != http.StatusSeeOther {
+		t.Errorf("seek: %s", r.Status)
+	}
+	fetched, err := adm.FetchOffsets(ctx, "resettable")
+	if err != nil || len(fetched["made-in-ui"]) != 3 {
+		t.Fatalf("offsets after the reset: %v %v", fetched, err)
+	}
+	fetched.Each(func(o kadm.OffsetResponse) {
+		if o.At != 0 {
+			t.Errorf("%s[%d] committed %d after the reset to start", o.Topic, o.Partition, o.At)
+		}
+	})
+	req, _ = http.NewRequest(http.MethodPost, base+"/ui/groups/resettable/seek", strings.NewReader("to=start"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer s3cret-token")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	if r := do(req); r.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-site seek: %s", r.Status)
 	}
 }
