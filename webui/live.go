@@ -3,16 +3,10 @@ package webui
 import (
 	"fmt"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/tollgate-kafka/tollgate/audit"
 )
-
-// liveCount counts streaming live views.
-type liveCount struct{ n atomic.Int32 }
-
-func (l *liveCount) get() int { return int(l.n.Load()) }
 
 // LiveFilter is the live page's filter form (the tap's filters).
 type LiveFilter struct {
@@ -52,8 +46,6 @@ func (c *Console) liveEvents(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	ch, cancel := c.opts.Tap.Subscribe(f)
 	defer cancel()
-	c.live.n.Add(1)
-	defer c.live.n.Add(-1)
 	defer func() { _ = rc.SetWriteDeadline(time.Time{}) }()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")

@@ -97,7 +97,6 @@ type Console struct {
 	hist *history
 	stop chan struct{}
 	once sync.Once
-	live liveCount
 	// lastView is when a groups page was last viewed (unix nanos).
 	lastView atomic.Int64
 }
@@ -131,9 +130,6 @@ func New(opts Options) (*Console, error) {
 
 // Close stops the background sampler.
 func (c *Console) Close() { c.once.Do(func() { close(c.stop) }) }
-
-// LiveViewers is how many live views are streaming now (tests wait on it).
-func (c *Console) LiveViewers() int { return c.live.get() }
 
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
