@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,9 +20,18 @@ type Overview struct {
 	Listeners   []proxy.ListenerInfo `json:"listeners"`
 	Connections []proxy.ConnInfo     `json:"connections"`
 	Requests    []APIRate            `json:"requests"`
+	Brokers     []BrokerHealth       `json:"upstream_brokers"` // upstream mode: per node, from the metrics
 	Denials     float64              `json:"denials"`
 	Throttles   float64              `json:"throttles"`
 	RateWindow  float64              `json:"rate_window_seconds"` // 0: no earlier sample yet
+}
+
+// BrokerHealth is one upstream node's connections and failed dials
+// ("-1" is the bootstrap list).
+type BrokerHealth struct {
+	Node        string  `json:"node"`
+	Connections float64 `json:"connections"`
+	DialErrors  float64 `json:"dial_errors"`
 }
 
 // APIRate is one API's request count and recent rate.
@@ -54,20 +64,49 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.Slice(o.Requests, func(i, j int) bool { return o.Requests[i].Total > o.Requests[j].Total })
 	o.Denials, o.Throttles = sum(now.denials), sum(now.throttles)
+	o.Brokers = brokerHealth(now)
 	c.render(w, r, "overview", "Overview", o, nil)
 }
 
 // snapshot is the counters the console reads from the metrics registry.
 type snapshot struct {
-	requests  map[string]float64 // by api
-	denials   map[string]float64 // by rule
-	throttles map[string]float64 // by rule
+	requests   map[string]float64 // by api
+	denials    map[string]float64 // by rule
+	throttles  map[string]float64 // by rule
+	upConns    map[string]float64 // by broker node
+	dialErrors map[string]float64 // by broker node
+}
+
+func brokerHealth(s snapshot) []BrokerHealth {
+	out := []BrokerHealth{}
+	seen := map[string]bool{}
+	for _, m := range []map[string]float64{s.upConns, s.dialErrors} {
+		for node := range m {
+			if !seen[node] {
+				seen[node] = true
+				out = append(out, BrokerHealth{Node: node, Connections: s.upConns[node], DialErrors: s.dialErrors[node]})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return nodeLess(out[i].Node, out[j].Node) })
+	return out
+}
+
+// nodeLess orders node ids numerically ("-1" first), others after.
+func nodeLess(a, b string) bool {
+	x, errA := strconv.Atoi(a)
+	y, errB := strconv.Atoi(b)
+	if errA != nil || errB != nil {
+		return errA == nil || (errB != nil && a < b)
+	}
+	return x < y
 }
 
 // counters gathers the request, denial and throttle counters (by the
 // names README.md's metrics table lists).
 func counters(g prometheus.Gatherer) snapshot {
-	s := snapshot{requests: map[string]float64{}, denials: map[string]float64{}, throttles: map[string]float64{}}
+	s := snapshot{requests: map[string]float64{}, denials: map[string]float64{}, throttles: map[string]float64{},
+		upConns: map[string]float64{}, dialErrors: map[string]float64{}}
 	if g == nil {
 		return s
 	}
@@ -85,6 +124,10 @@ func counters(g prometheus.Gatherer) snapshot {
 			into, label = s.denials, "rule"
 		case "tollgate_policy_throttles_total":
 			into, label = s.throttles, "rule"
+		case "tollgate_upstream_connections":
+			into, label = s.upConns, "broker"
+		case "tollgate_upstream_dial_errors_total":
+			into, label = s.dialErrors, "broker"
 		default:
 			continue
 		}
@@ -95,7 +138,7 @@ func counters(g prometheus.Gatherer) snapshot {
 					key = lp.GetValue()
 				}
 			}
-			into[key] += m.GetCounter().GetValue()
+			into[key] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return s
