@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"net"
 	"slices"
 	"strconv"
@@ -73,7 +74,7 @@ func (s *Server) Connections() []ConnInfo {
 		out = append(out, ci)
 	}
 	s.mu.Unlock()
-	slices.SortFunc(out, func(a, b ConnInfo) int { return int(a.ID - b.ID) })
+	slices.SortFunc(out, func(a, b ConnInfo) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 
@@ -107,6 +108,6 @@ func (s *Server) routes(l *listener) []BrokerRoute {
 		out = append(out, BrokerRoute{Node: node, Upstream: up, Bound: ln.Addr().String(),
 			Advertised: net.JoinHostPort(l.host, strconv.Itoa(port))})
 	}
-	slices.SortFunc(out, func(a, b BrokerRoute) int { return int(a.Node - b.Node) })
+	slices.SortFunc(out, func(a, b BrokerRoute) int { return cmp.Compare(a.Node, b.Node) })
 	return out
 }
