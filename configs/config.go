@@ -128,10 +128,17 @@ type Broker struct {
 	Defaults map[string]string `yaml:"defaults,omitempty"`
 }
 
-// Admin configures the HTTP admin server (/metrics, /healthz, /readyz).
+// Admin configures the HTTP admin server (/metrics, /healthz, /readyz,
+// /tap, and the web console under /ui/; see admin.go).
 type Admin struct {
 	// Listen is host:port, or "off" to disable the admin server.
 	Listen string `yaml:"listen"`
+	// Auth, when set, is required on every path but /healthz and /readyz.
+	Auth *AdminAuth `yaml:"auth,omitempty"`
+	// TLS, when set, serves the admin server over HTTPS.
+	TLS *AdminTLS `yaml:"tls,omitempty"`
+	// UI is the web console.
+	UI AdminUI `yaml:"ui"`
 }
 
 // Limits bound what one client can make the gateway hold.
@@ -208,7 +215,7 @@ func Default() *Config {
 			FsyncInterval:    DefaultFsyncInterval,
 			AutoCreateTopics: true,
 		},
-		Admin: Admin{Listen: DefaultAdminListen},
+		Admin: Admin{Listen: DefaultAdminListen, UI: AdminUI{Enabled: true}},
 		Limits: Limits{
 			MaxFrameBytes:            DefaultMaxFrameBytes,
 			MaxPreauthFrameBytes:     DefaultMaxPreauthBytes,

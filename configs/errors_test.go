@@ -128,9 +128,13 @@ func TestParseErrors(t *testing.T) {
 		{"string field given a list", "log:\n  level: [info]\n", "2:10", "log.level", "want a string, got a list"},
 		{"merge of a scalar", "log:\n  <<: 5\n", "2:7", "log", "merge key (<<) wants a mapping"},
 		// The yaml package reports the line where the construct it was
-		// parsing began (here the mapping on line 2), and no column.
-		{"syntax error", "log:\n  level: info\n bad\n", "2", "", "YAML syntax: did not find expected key"},
-		{"tab indentation", "log:\n\tlevel: info\n", "2", "", "YAML syntax:"},
+		// parsing began (here the mapping on line 2) and no column;
+		// syntaxError finds the problem's own line and column.
+		{"syntax error", "log:\n  level: info\n bad\n", "3:2", "", "YAML syntax: did not find expected key"},
+		{"tab indentation", "log:\n\tlevel: info\n", "2:1", "", "YAML syntax:"},
+		{"unclosed quote", "listeners:\n  - name: a\n    listen: \"127.0.0.1:0\nadmin: {}\n", "3:13", "", "YAML syntax: found unexpected end of stream"},
+		{"over-indented key", "log:\n  level: info\n   format: json\n", "3:10", "", "YAML syntax: mapping values are not allowed"},
+		{"unclosed flow list", "policy:\n  rules:\n    - {name: a, match: {api: [Produce}, action: deny}\n", "3:31", "", "did not find expected ',' or ']'"},
 		{"second document", "log: {level: info}\n---\nlimits: {}\n", "2:1", "", "a second YAML document"},
 	}
 	for _, c := range cases {

@@ -296,6 +296,7 @@ func (v *validator) admin() {
 	default:
 		v.listen("admin.listen", a, true)
 	}
+	v.adminSecurity()
 }
 
 func (v *validator) limits() {

@@ -144,9 +144,9 @@ func (p *Plan) upstream() error {
 	p.proxy.DialTimeout = u.DialTimeout.D()
 	p.proxy.MetadataRefresh = u.MetadataRefresh.D()
 	if u.TLS != nil {
-		tc, err := upstreamTLS(u.TLS)
+		tc, err := auth.ClientTLS(u.TLS)
 		if err != nil {
-			return err
+			return fmt.Errorf("upstream.%w", err)
 		}
 		p.proxy.UpstreamTLS = tc
 	}

@@ -36,14 +36,15 @@ func loadConfig(args []string, stderr io.Writer) (*configs.Config, string, error
 		logFormat = fs.String("log-format", "", "text | json")
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tollgate [flags]\n       tollgate check-config [--print] FILE\n\nflags:")
+		fmt.Fprint(stderr, helpText)
+		fmt.Fprintln(stderr, "\nflags (serve):")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, "", err
 	}
 	if fs.NArg() > 0 {
-		return nil, "", fmt.Errorf("unexpected argument %q (subcommands: check-config, bench, tap, version)", fs.Arg(0))
+		return nil, "", fmt.Errorf("unexpected argument %q (commands: check-config, topic, produce, consume, group, tap, users, version, help)", fs.Arg(0))
 	}
 	cfg := configs.Default()
 	if *file != "" {
