@@ -92,6 +92,10 @@ type ListenerOptions struct {
 	// then only ApiVersions, SaslHandshake and SaslAuthenticate pass, in
 	// frames of at most MaxPreauthFrameBytes.
 	SASL SASLServer
+	// SNI, if set (TLS is then required), serves every broker at the
+	// bootstrap port: the TLS server name picks the session (sni.go).
+	// No per-broker port is opened and BrokerPortBase is unused.
+	SNI *SNIOptions
 }
 
 func (o *Options) setDefaults() {
