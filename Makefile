@@ -12,12 +12,14 @@ run:
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o tollgate ./cmd/tollgate
 
-# kcat (librdkafka) is a real peer in the tests; install it when missing.
+# Real peers of the tests, installed when missing: kcat (librdkafka), and
+# the forward proxies the egress tests tunnel through, tinyproxy (HTTP
+# CONNECT) and dante-server (danted, SOCKS5).
 deps:
-	@command -v kcat >/dev/null 2>&1 || { \
-	  echo "installing kcat"; \
+	@{ command -v kcat && command -v tinyproxy && command -v danted; } >/dev/null 2>&1 || { \
+	  echo "installing kcat tinyproxy dante-server"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq kcat; }
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq kcat tinyproxy dante-server; }
 	$(GO) mod download
 
 vet:

@@ -52,7 +52,9 @@ func connect(ctx context.Context, c net.Conn, addr string, user *url.Userinfo) (
 	// until the proxy closes, and the connection is dropped anyway.
 	if resp.StatusCode != http.StatusOK {
 		status := resp.Proto + " " + resp.Status
-		if resp.StatusCode == http.StatusProxyAuthRequired {
+		// 407 is the standard answer; tinyproxy answers a CONNECT with
+		// bad credentials with 401.
+		if resp.StatusCode == http.StatusProxyAuthRequired || resp.StatusCode == http.StatusUnauthorized {
 			return nil, fmt.Errorf("%w: CONNECT %s: %s", ErrProxyAuth, addr, status)
 		}
 		return nil, fmt.Errorf("%w: CONNECT %s: %s", ErrProxyRefused, addr, status)

@@ -26,11 +26,11 @@ import (
 var (
 	// ErrProxyUnreachable: no TCP (or TLS) connection to the proxy itself.
 	ErrProxyUnreachable = errors.New("proxy unreachable")
-	// ErrProxyAuth: the proxy refused the credentials (HTTP 407, SOCKS5
+	// ErrProxyAuth: the proxy refused the credentials (HTTP 407 or 401, SOCKS5
 	// username/password failure or no acceptable method).
 	ErrProxyAuth = errors.New("proxy authentication failed")
 	// ErrProxyRefused: the proxy answered but would not open the tunnel
-	// (an HTTP status other than 200 or 407, a SOCKS5 failure reply).
+	// (any other HTTP status than 200, a SOCKS5 failure reply).
 	ErrProxyRefused = errors.New("proxy refused the tunnel")
 )
 

@@ -109,6 +109,7 @@ func TestConnectRefusals(t *testing.T) {
 		text        string
 	}{
 		{"407", "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"corp\"\r\nContent-Length: 5\r\n\r\ndenied", ErrProxyAuth, "HTTP/1.1 407 Proxy Authentication Required"},
+		{"401", "HTTP/1.0 401 Unauthorized\r\n\r\n", ErrProxyAuth, "HTTP/1.0 401 Unauthorized"},
 		{"403", "HTTP/1.0 403 Filtered\r\n\r\n", ErrProxyRefused, "HTTP/1.0 403 Filtered"},
 		{"502", "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n", ErrProxyRefused, "502 Bad Gateway"},
 		{"garbage", "SSH-2.0-OpenSSH\r\n\r\n", nil, "malformed HTTP"},
