@@ -269,7 +269,7 @@ func TestEgressThroughProxies(t *testing.T) {
 		start func(t *testing.T) runningProxy
 		// tunnel reports whether the proxy's log shows a tunnel to addr.
 		tunnel func(logs, addr string) bool
-		tls      bool
+		tls    bool
 	}{
 		{"tinyproxy", func(t *testing.T) runningProxy { return startTinyproxy(t, "", "") }, tinyproxyTunnel, false},
 		{"tinyproxy basic auth", func(t *testing.T) runningProxy { return startTinyproxy(t, "alice", "s3cret") }, tinyproxyTunnel, false},
