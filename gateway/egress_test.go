@@ -120,7 +120,7 @@ type runningProxy struct {
 // startProcess starts a proxy with its generated configuration, waits
 // until it accepts connections on port, and stops it (SIGTERM, by its
 // pid) at the end of the test.
-func startProcess(t *testing.T, port int, out *bytes.Buffer, name string, args ...string) {
+func startProcess(t *testing.T, port int, out *syncBuffer, name string, args ...string) {
 	t.Helper()
 	path, err := exec.LookPath(name)
 	if err != nil {
@@ -177,7 +177,7 @@ func startTinyproxy(t *testing.T, user, pass string) runningProxy {
 		t.Fatal(err)
 	}
 	out := &syncBuffer{}
-	startProcess(t, port, &out.b, "tinyproxy", "-d", "-c", file)
+	startProcess(t, port, out, "tinyproxy", "-d", "-c", file)
 	u := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 	if user != "" {
 		u.User = url.UserPassword(user, pass)
@@ -213,7 +213,7 @@ socks pass { from: 127.0.0.0/8 to: 0.0.0.0/0 log: connect disconnect error }
 		t.Fatal(err)
 	}
 	out := &syncBuffer{}
-	startProcess(t, port, &out.b, "danted", "-f", file, "-N", "1")
+	startProcess(t, port, out, "danted", "-f", file, "-N", "1")
 	u := url.URL{Scheme: "socks5", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 	if user != "" {
 		u.User = url.UserPassword(user, pass)
@@ -227,6 +227,12 @@ socks pass { from: 127.0.0.0/8 to: 0.0.0.0/0 log: connect disconnect error }
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
 }
 
 func (s *syncBuffer) String() string {
