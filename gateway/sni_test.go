@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,4 +124,65 @@ func writeWildcard(t *testing.T, dir, apex string) (*x509.CertPool, string, stri
 	pool := x509.NewCertPool()
 	pool.AddCert(caCert)
 	return pool, certFile, keyFile
+}
+
+// TestSNIBuiltin: the built-in broker behind an SNI listener is node 0,
+// advertised as its broker name; kgo produces and consumes by name.
+func TestSNIBuiltin(t *testing.T) {
+	dir := t.TempDir()
+	pool, certFile, keyFile := writeWildcard(t, dir, "kafka.test")
+	g := startFrom(t, fmt.Sprintf(`
+listeners:
+  - listen: "127.0.0.1:0"
+    brokers: sni
+    sni: { bootstrap_host: kafka.test, broker_host: "b{node}.kafka.test" }
+    tls: { cert: %s, key: %s }
+broker: { data_dir: %s }
+admin: { listen: "off" }
+`, certFile, keyFile, filepath.Join(dir, "data")))
+	_, port, _ := net.SplitHostPort(g.Server.Addr(0).String())
+	var mu sync.Mutex
+	names := map[string]bool{}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, p, _ := net.SplitHostPort(addr)
+		mu.Lock()
+		names[host] = true
+		mu.Unlock()
+		var d net.Dialer
+		raw, err := d.DialContext(ctx, network, net.JoinHostPort("127.0.0.1", p))
+		if err != nil {
+			return nil, err
+		}
+		tc := tls.Client(raw, &tls.Config{RootCAs: pool, ServerName: host})
+		if err := tc.HandshakeContext(ctx); err != nil {
+			raw.Close()
+			return nil, err
+		}
+		return tc, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	opts := []kgo.Opt{kgo.SeedBrokers("kafka.test:" + port), kgo.Dialer(dial)}
+	cl, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic("sni-local"), kgo.AllowAutoTopicCreation())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, kgo.StringRecord("by name")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := kgo.NewClient(append(opts, kgo.ConsumeTopics("sni-local"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	fs := cons.PollFetches(ctx)
+	if fs.NumRecords() != 1 || string(fs.Records()[0].Value) != "by name" {
+		t.Fatalf("consumed %d records, errors %v", fs.NumRecords(), fs.Errors())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !names["kafka.test"] || !names["b0.kafka.test"] || len(names) != 2 {
+		t.Errorf("dialled names %v, want kafka.test and b0.kafka.test", names)
+	}
 }
