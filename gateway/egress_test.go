@@ -191,6 +191,14 @@ func startTinyproxy(t *testing.T, user, pass string) runningProxy {
 // users (the caller creates one).
 func startDanted(t *testing.T, user, pass string) runningProxy {
 	t.Helper()
+	return startDantedHosts(t, user, pass, "")
+}
+
+// startDantedHosts is startDanted with, if hosts is set, that file as
+// dante's /etc/hosts: bind-mounted in a mount namespace of its own
+// (root only), so names resolve for the proxy and nobody else.
+func startDantedHosts(t *testing.T, user, pass, hosts string) runningProxy {
+	t.Helper()
 	port := freePort(t)
 	dir := t.TempDir()
 	logFile := filepath.Join(dir, "danted.log")
@@ -213,7 +221,11 @@ socks pass { from: 127.0.0.0/8 to: 0.0.0.0/0 log: connect disconnect error }
 		t.Fatal(err)
 	}
 	out := &syncBuffer{}
-	startProcess(t, port, out, "danted", "-f", file, "-N", "1")
+	if hosts == "" {
+		startProcess(t, port, out, "danted", "-f", file, "-N", "1")
+	} else {
+		startProcess(t, port, out, "unshare", "--mount", "sh", "-c", `mount --bind "$0" /etc/hosts && exec danted "$@"`, hosts, "-f", file, "-N", "1")
+	}
 	u := url.URL{Scheme: "socks5", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 	if user != "" {
 		u.User = url.UserPassword(user, pass)
@@ -461,4 +473,35 @@ func upstreamCA(t *testing.T) (string, tls.Certificate) {
 		t.Fatal(err)
 	}
 	return file, tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// TestEgressSOCKSResolvesNames: with socks5:// the gateway sends host
+// names to the proxy, which resolves them (socks5h): the bootstrap name
+// here resolves only inside dante's own mount namespace, never for the
+// gateway, and the cluster is reached through it.
+func TestEgressSOCKSResolvesNames(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: dante gets a private /etc/hosts in a mount namespace (unshare -m)")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("unshare (util-linux) not installed")
+	}
+	const name = "kafka-egress.test"
+	if addrs, err := net.LookupHost(name); err == nil {
+		t.Fatalf("%s resolves here (%v): the test would prove nothing", name, addrs)
+	}
+	hosts := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(hosts, []byte("127.0.0.1 localhost\n"+egressUpstream+" "+name+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startDantedHosts(t, "", "", hosts)
+	c, accepted := startEgressUpstream(t)
+	_, port, _ := net.SplitHostPort(c.ListenAddrs()[0])
+	g := startFrom(t, fmt.Sprintf(`
+listeners: [{ listen: "127.0.0.1:0", broker_port_base: 0 }]
+upstream: { bootstrap: ["%s:%s"], proxy: %q }
+admin: { listen: "off" }
+`, name, port, p.url))
+	produceConsume(t, g)
+	accepted.assertAllFrom(t, egressProxyOut)
 }
