@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
@@ -238,4 +239,26 @@ func checkNoProxy(e string) error {
 		return nil
 	}
 	return fmt.Errorf("want a host name, .domain, an IP address, a CIDR or *")
+}
+
+// CertKeyPair is one PEM certificate (chain) and its key.
+type CertKeyPair struct {
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+}
+
+// keyPair checks one entry of a certificates list.
+func (v *validator) keyPair(p, cert, key string) {
+	switch {
+	case cert == "":
+		v.errf(p+".cert", nil, "a certificate is required (cert and key)")
+	case key == "":
+		v.errf(p+".key", nil, "a key is required (cert and key)")
+	default:
+		if v.file(p+".cert", cert) && v.file(p+".key", key) {
+			if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
+				v.errf(p+".cert", cert, "load key pair %s and %s: %s", cert, key, err)
+			}
+		}
+	}
 }

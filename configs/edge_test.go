@@ -56,6 +56,8 @@ func TestEdgeErrors(t *testing.T) {
 		{"sni no_sni", sni("    sni: {bootstrap_host: k.example.com, broker_host: \"b{node}.example.com\", no_sni: allow}\n"), "4:86", "listeners[0].sni.no_sni", `"allow": want refuse or bootstrap`},
 		{"sni broker_port_base", sni("    broker_port_base: 10000\n    sni: {bootstrap_host: k.example.com, broker_host: \"b{node}.example.com\"}\n"), "4:23", "listeners[0].broker_port_base", "remove broker_port_base"},
 		{"sni advertise other host", sni("    advertise: gw.example.com:443\n    sni: {bootstrap_host: k.example.com, broker_host: \"b{node}.example.com\"}\n"), "4:16", "listeners[0].advertise", "write k.example.com:PORT"},
+		{"tls certificates entry without key", "listeners:\n  - tls:\n      cert: CERT\n      key: KEY\n      certificates:\n        - {cert: CERT}\n", "6:11", "listeners[0].tls.certificates[0].key", "a key is required"},
+		{"tls certificates entry missing file", "listeners:\n  - tls:\n      cert: CERT\n      key: KEY\n      certificates:\n        - {cert: /nonexistent.pem, key: KEY}\n", "6:18", "listeners[0].tls.certificates[0].cert", "no such file"},
 		{"proxy scheme", "upstream:\n  proxy: ftp://p:1\n", "2:10", "upstream.proxy", `scheme "ftp"`},
 		{"proxy no scheme", "upstream:\n  proxy: p:1080\n", "2:10", "upstream.proxy", ""},
 		{"proxy no port", "upstream:\n  proxy: socks5://p\n", "2:10", "upstream.proxy", "host:port"},

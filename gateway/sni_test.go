@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -96,6 +97,20 @@ admin: { listen: "off" }
 // README's recipe) and returns the CA pool and the files.
 func writeWildcard(t *testing.T, dir, apex string) (*x509.CertPool, string, string) {
 	t.Helper()
+	ca := newFileCA(t)
+	cert, key := ca.write(t, dir, "wildcard", apex, "*."+apex)
+	return ca.pool, cert, key
+}
+
+// fileCA issues certificates into PEM files.
+type fileCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newFileCA(t *testing.T) *fileCA {
+	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sni test CA"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
@@ -105,84 +120,100 @@ func writeWildcard(t *testing.T, dir, apex string) (*x509.CertPool, string, stri
 		t.Fatal(err)
 	}
 	caCert, _ := x509.ParseCertificate(caDER)
+	pool := x509.NewCertPool()
+	pool.AddCert(caCert)
+	return &fileCA{caCert, caKey, pool}
+}
+
+// write issues a certificate for names and writes dir/base.crt and .key.
+func (ca *fileCA) write(t *testing.T, dir, base string, names ...string) (certFile, keyFile string) {
+	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: apex},
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: names[0]},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		DNSNames: []string{apex, "*." + apex}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+		DNSNames: names, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	keyDER, _ := x509.MarshalECPrivateKey(key)
-	certFile, keyFile := filepath.Join(dir, "wildcard.crt"), filepath.Join(dir, "wildcard.key")
+	certFile, keyFile = filepath.Join(dir, base+".crt"), filepath.Join(dir, base+".key")
 	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(caCert)
-	return pool, certFile, keyFile
+	return certFile, keyFile
 }
 
-// TestSNIBuiltin: the built-in broker behind an SNI listener is node 0,
-// advertised as its broker name; kgo produces and consumes by name.
-func TestSNIBuiltin(t *testing.T) {
+// TestSNIPerNameCertificates: without a wildcard, one certificate per
+// name (tls.certificates); each TLS server name gets its own, verified
+// by the client against that name.
+func TestSNIPerNameCertificates(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(3, "per-name"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
 	dir := t.TempDir()
-	pool, certFile, keyFile := writeWildcard(t, dir, "kafka.test")
+	ca := newFileCA(t)
+	apexCert, apexKey := ca.write(t, dir, "apex", "kafka.test")
+	var extra strings.Builder
+	for node := range 3 {
+		cert, key := ca.write(t, dir, fmt.Sprintf("b%d", node), fmt.Sprintf("b%d.kafka.test", node))
+		fmt.Fprintf(&extra, "        - { cert: %s, key: %s }\n", cert, key)
+	}
 	g := startFrom(t, fmt.Sprintf(`
 listeners:
   - listen: "127.0.0.1:0"
     brokers: sni
     sni: { bootstrap_host: kafka.test, broker_host: "b{node}.kafka.test" }
-    tls: { cert: %s, key: %s }
-broker: { data_dir: %s }
+    tls:
+      cert: %s
+      key: %s
+      certificates:
+%supstream: { bootstrap: [%s] }
 admin: { listen: "off" }
-`, certFile, keyFile, filepath.Join(dir, "data")))
+`, apexCert, apexKey, extra.String(), c.ListenAddrs()[0]))
 	_, port, _ := net.SplitHostPort(g.Server.Addr(0).String())
 	var mu sync.Mutex
-	names := map[string]bool{}
+	served := map[string]string{} // SNI -> the certificate's first name
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		host, p, _ := net.SplitHostPort(addr)
-		mu.Lock()
-		names[host] = true
-		mu.Unlock()
 		var d net.Dialer
 		raw, err := d.DialContext(ctx, network, net.JoinHostPort("127.0.0.1", p))
 		if err != nil {
 			return nil, err
 		}
-		tc := tls.Client(raw, &tls.Config{RootCAs: pool, ServerName: host})
+		tc := tls.Client(raw, &tls.Config{RootCAs: ca.pool, ServerName: host})
 		if err := tc.HandshakeContext(ctx); err != nil {
 			raw.Close()
 			return nil, err
 		}
+		mu.Lock()
+		served[host] = tc.ConnectionState().PeerCertificates[0].DNSNames[0]
+		mu.Unlock()
 		return tc, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	opts := []kgo.Opt{kgo.SeedBrokers("kafka.test:" + port), kgo.Dialer(dial)}
-	cl, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic("sni-local"), kgo.AllowAutoTopicCreation())...)
+	cl, err := kgo.NewClient(kgo.SeedBrokers("kafka.test:"+port), kgo.Dialer(dial), kgo.DefaultProduceTopic("per-name"),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if err := cl.ProduceSync(ctx, kgo.StringRecord("by name")).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	cons, err := kgo.NewClient(append(opts, kgo.ConsumeTopics("sni-local"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	fs := cons.PollFetches(ctx)
-	if fs.NumRecords() != 1 || string(fs.Records()[0].Value) != "by name" {
-		t.Fatalf("consumed %d records, errors %v", fs.NumRecords(), fs.Errors())
+	for i := range 6 {
+		if err := cl.ProduceSync(ctx, kgo.StringRecord(strconv.Itoa(i))).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if !names["kafka.test"] || !names["b0.kafka.test"] || len(names) != 2 {
-		t.Errorf("dialled names %v, want kafka.test and b0.kafka.test", names)
+	for _, name := range []string{"kafka.test", "b0.kafka.test", "b1.kafka.test", "b2.kafka.test"} {
+		if served[name] != name {
+			t.Errorf("SNI %s was served the certificate of %q", name, served[name])
+		}
 	}
 }
