@@ -24,7 +24,6 @@ import (
 	"github.com/tollgate-kafka/tollgate/broker"
 	"github.com/tollgate-kafka/tollgate/broker/storage"
 	"github.com/tollgate-kafka/tollgate/configs"
-	"github.com/tollgate-kafka/tollgate/egress"
 	"github.com/tollgate-kafka/tollgate/metrics"
 	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/proxy"
@@ -193,14 +192,13 @@ func buildOptions(cfg *configs.Config, log *slog.Logger, obs broker.Observer) (p
 			AdvertisePort:  l.AdvertisedPort(0),
 			BrokerPortBase: base,
 		}
-		if l.Brokers == configs.BrokersSNI && l.SNI != nil {
-			lo.SNI = &proxy.SNIOptions{BootstrapHost: l.SNI.BootstrapHost, BrokerHost: l.SNI.BrokerHost,
-				NoSNIBootstrap: l.SNI.BootstrapOnNoSNI()}
-		}
 		if err := listenerSecurity(&lo, l, log); err != nil {
 			return opts, nil, nil, err
 		}
 		opts.Listeners = append(opts.Listeners, lo)
+	}
+	if err := edgeOptions(cfg, &opts, log); err != nil {
+		return opts, nil, nil, err
 	}
 	if cfg.UpstreamMode() {
 		u := cfg.Upstream
@@ -213,14 +211,6 @@ func buildOptions(cfg *configs.Config, log *slog.Logger, obs broker.Observer) (p
 				return opts, nil, nil, err
 			}
 			opts.UpstreamTLS = tc
-		}
-		if u.Proxy != "" {
-			d, err := egressDialer(u)
-			if err != nil {
-				return opts, nil, nil, err
-			}
-			opts.Dial = d.DialContext
-			log.Info("upstream through a proxy", "proxy", d.String(), "no_proxy", u.NoProxy)
 		}
 		if u.SASL != nil {
 			mech, err := auth.ClientMechanism(u.SASL)
@@ -261,31 +251,6 @@ func buildOptions(cfg *configs.Config, log *slog.Logger, obs broker.Observer) (p
 			log.Error("close built-in broker", "err", err)
 		}
 	}, nil
-}
-
-// egressDialer builds the dialer through upstream.proxy.
-func egressDialer(u *configs.Upstream) (*egress.Dialer, error) {
-	pu, err := configs.ParseProxyURL(u.Proxy)
-	if err != nil {
-		return nil, fmt.Errorf("upstream.proxy: %w", err)
-	}
-	cfg := egress.Config{URL: pu, NoProxy: u.NoProxy, Timeout: u.DialTimeout.D()}
-	if u.ProxyCA != "" {
-		pem, err := os.ReadFile(u.ProxyCA)
-		if err != nil {
-			return nil, fmt.Errorf("upstream.proxy_ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("upstream.proxy_ca: no PEM certificates in %s", u.ProxyCA)
-		}
-		cfg.TLS = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
-	}
-	d, err := egress.New(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("upstream.proxy: %w", err)
-	}
-	return d, nil
 }
 
 // upstreamTLS builds the TLS config for upstream connections.
