@@ -12,15 +12,19 @@ run:
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o tollgate ./cmd/tollgate
 
-# Real peers of the tests, installed when missing: kcat (librdkafka), and
-# the forward proxies the egress tests tunnel through, tinyproxy (HTTP
-# CONNECT) and dante-server (danted, SOCKS5).
+# kcat (librdkafka) is a real peer in the tests; install it when missing.
 deps:
-	@{ command -v kcat && command -v tinyproxy && command -v danted; } >/dev/null 2>&1 || { \
-	  echo "installing kcat tinyproxy dante-server"; \
+	@command -v kcat >/dev/null 2>&1 || { \
+	  echo "installing kcat"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq kcat tinyproxy dante-server; }
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq kcat; }
 	$(GO) mod download
+	@# the egress tests tunnel through real forward proxies: tinyproxy
+	@# (HTTP CONNECT) and dante-server (danted, SOCKS5)
+	@{ command -v tinyproxy && command -v danted; } >/dev/null 2>&1 || { \
+	  echo "installing tinyproxy dante-server"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq tinyproxy dante-server; }
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -96,7 +96,19 @@ func startEgressUpstream(t *testing.T, opts ...kfake.Opt) (*kfake.Cluster, *acce
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
+	spreadLeaders(t, c, "egress", 3)
 	return c, log
+}
+
+// spreadLeaders moves partition p of topic to node p (kfake picks
+// leaders at random), so that each of the n brokers leads one.
+func spreadLeaders(t *testing.T, c *kfake.Cluster, topic string, n int) {
+	t.Helper()
+	for p := range n {
+		if err := c.MoveTopicPartition(topic, int32(p), int32(p)); err != nil {
+			t.Fatalf("move %s[%d] to node %d: %v", topic, p, p, err)
+		}
+	}
 }
 
 // freePort asks the kernel for a free port on 127.0.0.1 (the proxies

@@ -35,6 +35,7 @@ func TestSNIFromConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	spreadLeaders(t, c, "sni", 3)
 	dir := t.TempDir()
 	pool, certFile, keyFile := writeWildcard(t, dir, "kafka.test")
 	g := startFrom(t, fmt.Sprintf(`
@@ -156,6 +157,7 @@ func TestSNIPerNameCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	spreadLeaders(t, c, "per-name", 3)
 	dir := t.TempDir()
 	ca := newFileCA(t)
 	apexCert, apexKey := ca.write(t, dir, "apex", "kafka.test")

@@ -72,6 +72,7 @@ func startSNI(t *testing.T, topic string, partitions int) *sniSetup {
 	t.Helper()
 	s := &sniSetup{ca: newTestCA(t), reg: prometheus.NewRegistry()}
 	s.cluster = startUpstream(t, 3, kfake.SeedTopics(int32(partitions), topic))
+	spreadLeaders(t, s.cluster, topic, partitions, 3)
 	cert := s.ca.wildcardCert(t, sniApex)
 	serverTLS := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	sni := &proxy.SNIOptions{BootstrapHost: sniApex, BrokerHost: sniBrokerHost}
@@ -268,6 +269,17 @@ func TestSNIRefusals(t *testing.T) {
 	}
 	defer cl.Close()
 	produceConsumeAll(t, ctx, cl, "sni-refusals", 1, opts...)
+}
+
+// spreadLeaders moves partition p of topic to node p % brokers, so that
+// every broker leads one (kfake picks leaders at random).
+func spreadLeaders(t *testing.T, c *kfake.Cluster, topic string, partitions, brokers int) {
+	t.Helper()
+	for p := range partitions {
+		if err := c.MoveTopicPartition(topic, int32(p), int32(p%brokers)); err != nil {
+			t.Fatalf("move %s[%d] to node %d: %v", topic, p, p%brokers, err)
+		}
+	}
 }
 
 func sniRefusedCounts(t *testing.T, reg *prometheus.Registry, listener string) map[string]float64 {
