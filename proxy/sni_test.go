@@ -386,3 +386,53 @@ func TestSNIKcat(t *testing.T) {
 		t.Errorf("kcat's hello without SNI was not counted (no_sni %v -> %v)", before, after)
 	}
 }
+
+// TestSNIBrokerAddedLater: a broker that joins the upstream needs no
+// configuration. Its name is refused until the gateway has seen the node
+// (unknown_node), and accepted once a Metadata response through the
+// gateway names it; a partition it leads takes produce by that name.
+func TestSNIBrokerAddedLater(t *testing.T) {
+	s := startSNI(t, "sni-grow", 3)
+	hello := func(name string) error {
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", s.srv.Addr(0).String(),
+			&tls.Config{RootCAs: s.ca.pool, ServerName: name})
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+	if err := hello("b3.kafka.test"); err == nil || !strings.Contains(err.Error(), "unrecognized name") {
+		t.Fatalf("b3 before it exists: %v, want unrecognized name", err)
+	}
+	node, _, err := s.cluster.AddNode(-1, 0)
+	if err != nil || node != 3 {
+		t.Fatalf("AddNode: node %d, %v", node, err)
+	}
+	if err := s.cluster.MoveTopicPartition("sni-grow", 0, node); err != nil {
+		t.Fatal(err)
+	}
+	d := &sniDialer{pool: s.ca.pool}
+	ctx := ctxT(t, 30*time.Second)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(net.JoinHostPort(sniApex, s.port)), kgo.Dialer(d.dial),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	meta, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(meta.Brokers, func(b kmsg.MetadataResponseBroker) bool { return b.Host == "b3.kafka.test" }) {
+		t.Fatalf("metadata after the join does not list b3.kafka.test: %+v", meta.Brokers)
+	}
+	if err := hello("b3.kafka.test"); err != nil {
+		t.Fatalf("b3 after the gateway saw it: %v", err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "sni-grow", Partition: 0, Value: []byte("to b3")}).FirstErr(); err != nil {
+		t.Fatalf("produce to the partition b3 leads: %v", err)
+	}
+	if !slices.ContainsFunc(d.dialed(), func(a string) bool { return strings.HasPrefix(a, "b3.kafka.test:") }) {
+		t.Errorf("the client never dialled b3.kafka.test: %v", d.dialed())
+	}
+}
