@@ -23,8 +23,10 @@ type Options struct {
 	DialTimeout     time.Duration
 	MetadataRefresh time.Duration
 	// Dial, if set, opens upstream TCP connections instead of net.Dialer
-	// (a SOCKS hop, or a benchmark that redirects an advertised address).
-	// TLS, if configured, is layered on what it returns.
+	// (the egress package's dialer through upstream.proxy, or a test that
+	// redirects an advertised address). Every upstream dial uses it —
+	// sessions and discovery — and TLS and SASL, if configured, are
+	// layered on what it returns.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// UpstreamAuth, if set, authenticates every upstream connection as the
 	// gateway's own identity (SASL) right after TLS, and returns the
