@@ -93,6 +93,8 @@ type Upstream struct {
 	// SASL is the gateway's own identity towards the brokers, or
 	// passthrough (see security.go). Nil: no SASL upstream.
 	SASL *UpstreamSASL `yaml:"sasl,omitempty"`
+	// DialTimeout bounds one TCP (and TLS) connect to a broker.
+	DialTimeout Duration `yaml:"dial_timeout"`
 	// Proxy is a forward proxy every upstream connection goes through:
 	// socks5://[user:pass@]host:port, http://[user:pass@]host:port
 	// (HTTP CONNECT) or https://… (TLS to the proxy). Empty: direct.
@@ -104,8 +106,6 @@ type Upstream struct {
 	// leading dot, or none, also matches subdomains), IP addresses, CIDRs,
 	// or "*".
 	NoProxy []string `yaml:"no_proxy,omitempty"`
-	// DialTimeout bounds one TCP (and TLS) connect to a broker.
-	DialTimeout Duration `yaml:"dial_timeout"`
 	// MetadataRefresh is how often the gateway refreshes its view of the
 	// upstream brokers.
 	MetadataRefresh Duration `yaml:"metadata_refresh"`
