@@ -62,6 +62,9 @@ func (p *Plan) provision(log *slog.Logger) error {
 		}
 		p.proxy.Listeners = append(p.proxy.Listeners, lo)
 	}
+	if err := edgeOptions(p.Config, &p.proxy, log); err != nil {
+		return err
+	}
 	if p.Config.UpstreamMode() {
 		return p.upstream()
 	}
