@@ -1,0 +1,271 @@
+package storage
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// kv is one record of a keyed test batch; a nil value is a tombstone.
+type kv struct {
+	key, value []byte
+}
+
+func kvs(pairs ...string) []kv {
+	var out []kv
+	for i := 0; i+1 < len(pairs); i += 2 {
+		out = append(out, kv{key: []byte(pairs[i]), value: []byte(pairs[i+1])})
+	}
+	return out
+}
+
+// keyedSpec describes a keyed batch: codec, producer fields, txn.
+type keyedSpec struct {
+	codec int
+	pid   int64
+	epoch int16
+	seq   int32
+	txn   bool
+	ts    int64
+}
+
+func plainKeyed() keyedSpec { return keyedSpec{pid: -1, epoch: -1, seq: -1} }
+
+// makeKeyed encodes a batch of records as a producer sends it, compressed
+// with the spec's codec (our compress, which the read side checks against
+// kmsg's decoding in readRecords).
+func makeKeyed(t testing.TB, s keyedSpec, recs []kv) []byte {
+	t.Helper()
+	if s.ts == 0 {
+		s.ts = time.Now().UnixMilli()
+	}
+	var raw []byte
+	for i, r := range recs {
+		kr := kmsg.Record{OffsetDelta: int32(i), TimestampDelta64: int64(i), Key: r.key, Value: r.value}
+		raw = append(raw, encodeRecord(kr)...)
+	}
+	body, err := compress(s.codec, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attrs := int16(s.codec)
+	if s.txn {
+		attrs |= attrTransactional
+	}
+	b := kmsg.RecordBatch{
+		PartitionLeaderEpoch: -1, Magic: 2, Attributes: attrs,
+		LastOffsetDelta: int32(len(recs) - 1),
+		FirstTimestamp:  s.ts, MaxTimestamp: s.ts + int64(len(recs)-1),
+		ProducerID: s.pid, ProducerEpoch: s.epoch, FirstSequence: s.seq,
+		NumRecords: int32(len(recs)), Records: body,
+	}
+	b.Length = int32(batchHeaderSize - lengthPrefix + len(body))
+	out := b.AppendTo(nil)
+	binary.BigEndian.PutUint32(out[offCRC:], crc32c(out[offAttributes:]))
+	return out
+}
+
+// makeMarker encodes a commit (1) or abort (0) marker of pid.
+func makeMarker(t testing.TB, pid int64, epoch int16, ctl int16) []byte {
+	s := dataSpec(1)
+	s.pid, s.epoch, s.control = pid, epoch, ctl
+	s.txn = true
+	s.baseTs = time.Now().UnixMilli()
+	return makeBatch(t, s)
+}
+
+// seen is one record read back: offset, key, value (nil: tombstone),
+// absolute timestamp.
+type seen struct {
+	off   int64
+	key   string
+	value []byte
+	ts    int64
+}
+
+// readRecords reads the whole log from its start and decodes every record
+// with kmsg (an independent decoder: franz-go's), checking CRCs.
+func readRecords(t testing.TB, l *Log) []seen {
+	t.Helper()
+	b := readAll(t, l, l.LogStartOffset())
+	var out []seen
+	for len(b) > 0 {
+		var rb kmsg.RecordBatch
+		if err := rb.ReadFrom(b); err != nil {
+			t.Fatalf("kmsg cannot read a stored batch: %v", err)
+		}
+		size := int(rb.Length) + lengthPrefix
+		h := parseHeader(b)
+		if got := crc32c(b[offAttributes:size]); got != uint32(rb.CRC) {
+			t.Fatalf("batch at %d: bad CRC", rb.FirstOffset)
+		}
+		if rb.Attributes&attrControl == 0 {
+			recs, err := batchRecords(b[:size], h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := int32(0); i < rb.NumRecords; i++ {
+				var r kmsg.Record
+				if err := r.ReadFrom(recs); err != nil {
+					t.Fatalf("kmsg cannot read record %d of batch %d: %v", i, rb.FirstOffset, err)
+				}
+				n := len(encodeRecord(r))
+				recs = recs[n:]
+				out = append(out, seen{off: rb.FirstOffset + int64(r.OffsetDelta), key: string(r.Key), value: r.Value, ts: rb.FirstTimestamp + r.TimestampDelta64})
+			}
+			if len(recs) != 0 {
+				t.Fatalf("batch %d: %d bytes after its records", rb.FirstOffset, len(recs))
+			}
+		}
+		b = b[size:]
+	}
+	return out
+}
+
+func compactConfig() LogConfig {
+	c := smallConfig()
+	c.Compact = true
+	c.SegmentBytes = 600
+	c.MinCleanableDirtyRatio = 0.01
+	return c
+}
+
+// history appends versions of keys k0..k(n-1): version v of every key,
+// then the next version, with tombstones for keys in dead at the end. It
+// returns the expected latest (offset, value) per live key.
+func history(t testing.TB, l *Log, s keyedSpec, keys, versions int, dead map[int]bool) map[string]seen {
+	t.Helper()
+	want := map[string]seen{}
+	for v := 0; v < versions; v++ {
+		for k := 0; k < keys; k++ {
+			key := fmt.Sprintf("k%d", k)
+			val := []byte(fmt.Sprintf("v%d-of-%s", v, key))
+			if v == versions-1 && dead[k] {
+				val = nil
+			}
+			res := mustAppend(t, l, makeKeyed(t, s, []kv{{key: []byte(key), value: val}}))
+			want[key] = seen{off: res.BaseOffset, key: key, value: val}
+			if s.seq >= 0 {
+				s.seq++
+			}
+		}
+	}
+	return want
+}
+
+// activeBase is the base offset of the log's active segment.
+func activeBase(l *Log) int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.active().base
+}
+
+// checkCompacted checks what a consumer reading from the start relies on:
+// every live key's latest value at its original offset, no older value of
+// a key below the active segment, offsets increasing.
+func checkCompacted(t testing.TB, l *Log, want map[string]seen, tombstonesGone bool) {
+	t.Helper()
+	got := readRecords(t, l)
+	act := activeBase(l)
+	last := map[string]seen{}
+	count := map[string]int{}
+	prev := int64(-1)
+	for _, r := range got {
+		if r.off <= prev {
+			t.Fatalf("offset %d after %d", r.off, prev)
+		}
+		prev = r.off
+		if r.off < act {
+			count[r.key]++
+		}
+		last[r.key] = r
+	}
+	for k, w := range want {
+		g, ok := last[k]
+		if w.value == nil {
+			if ok && g.value != nil {
+				t.Fatalf("key %s: deleted but reads %q at %d", k, g.value, g.off)
+			}
+			if tombstonesGone && ok && g.off < act {
+				t.Fatalf("key %s: tombstone at %d still there after delete.retention.ms", k, g.off)
+			}
+			continue
+		}
+		if !ok || g.off != w.off || string(g.value) != string(w.value) {
+			t.Fatalf("key %s: want %q at %d, got %+v (present %v)", k, w.value, w.off, g, ok)
+		}
+	}
+	for k, n := range count {
+		if n > 1 {
+			t.Fatalf("key %s has %d versions outside the active segment", k, n)
+		}
+	}
+}
+
+func mustClean(t testing.TB, l *Log, o CleanOptions) CleanResult {
+	t.Helper()
+	o.Force = true
+	res, err := l.Clean(o)
+	if err != nil {
+		t.Fatalf("clean: %v", err)
+	}
+	if !res.Cleaned {
+		t.Fatalf("nothing cleaned: %+v", res)
+	}
+	return res
+}
+
+func TestCleanKeepsLatestValueAtItsOffset(t *testing.T) {
+	for _, codec := range []int{codecNone, codecGzip, codecSnappy, codecLz4, codecZstd} {
+		t.Run(fmt.Sprintf("codec%d", codec), func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := compactConfig()
+			l := openTest(t, dir, cfg, nil)
+			s := plainKeyed()
+			s.codec = codec
+			want := history(t, l, s, 12, 8, map[int]bool{3: true, 7: true})
+			before := l.Size()
+			res := mustClean(t, l, CleanOptions{})
+			if res.BytesAfter >= res.BytesBefore || l.Size() >= before {
+				t.Fatalf("nothing reclaimed: %+v, size %d -> %d", res, before, l.Size())
+			}
+			checkCompacted(t, l, want, false)
+			st := l.CleanerStats()
+			if st.Runs != 1 || st.BytesReclaimed != res.BytesBefore-res.BytesAfter {
+				t.Fatalf("stats %+v after %+v", st, res)
+			}
+			// Past delete.retention.ms after the cleaning that kept them,
+			// the tombstones go.
+			later := time.Now().Add(time.Duration(cfg.DeleteRetentionMs+1) * time.Millisecond)
+			mustClean(t, l, CleanOptions{Now: later})
+			checkCompacted(t, l, want, true)
+			// Reopened (recovery reads the cleaned segments), same answer.
+			l.Close()
+			os.Remove(filepath.Join(dir, checkpointFile)) // verify every segment
+			l2 := openTest(t, dir, cfg, nil)
+			checkCompacted(t, l2, want, true)
+			mustAppend(t, l2, makeKeyed(t, plainKeyed(), kvs("k0", "after")))
+		})
+	}
+}
+
+func TestCleanRefusesKeylessProduce(t *testing.T) {
+	l := openTest(t, t.TempDir(), compactConfig(), nil)
+	for _, codec := range []int{codecNone, codecZstd} {
+		s := plainKeyed()
+		s.codec = codec
+		_, _, err := l.Append(makeKeyed(t, s, []kv{{key: []byte("a"), value: []byte("1")}, {key: nil, value: []byte("2")}}), AppendOptions{})
+		if !errors.Is(err, ErrInvalidRecord) {
+			t.Fatalf("codec %d: keyless record to a compacted log: %v", codec, err)
+		}
+	}
+	if l.LogEndOffset() != 0 {
+		t.Fatal("a refused batch was appended")
+	}
+}
