@@ -269,3 +269,172 @@ func TestCleanRefusesKeylessProduce(t *testing.T) {
 		t.Fatal("a refused batch was appended")
 	}
 }
+
+func TestCleanKeepsProducerSequences(t *testing.T) {
+	dir := t.TempDir()
+	cfg := compactConfig()
+	l := openTest(t, dir, cfg, nil)
+	idem := keyedSpec{pid: 7, epoch: 0, seq: 0}
+	want := history(t, l, idem, 6, 5, nil)
+	// The producer's last batch (k5) is superseded by a plain write, so
+	// the cleaner keeps it only as an empty batch.
+	lastIdem := makeKeyed(t, keyedSpec{pid: 7, epoch: 0, seq: 30}, kvs("k5", "idem-last"))
+	orig := mustAppend(t, l, lastIdem).BaseOffset
+	for i := 0; i < 20; i++ {
+		r := mustAppend(t, l, makeKeyed(t, plainKeyed(), kvs("k5", fmt.Sprint("plain", i))))
+		want["k5"] = seen{off: r.BaseOffset, key: "k5", value: []byte(fmt.Sprint("plain", i))}
+	}
+	mustClean(t, l, CleanOptions{})
+	checkCompacted(t, l, want, false)
+	retry := func(l *Log) {
+		t.Helper()
+		res, _, err := l.Append(makeKeyed(t, keyedSpec{pid: 7, epoch: 0, seq: 30}, kvs("k5", "idem-last")), AppendOptions{})
+		if err != nil || !res.Duplicate || res.BaseOffset != orig {
+			t.Fatalf("retry of the producer's last batch after cleaning: %+v %v (want duplicate of %d)", res, err, orig)
+		}
+		if _, _, err := l.Append(makeKeyed(t, keyedSpec{pid: 7, epoch: 0, seq: 33}, kvs("k0", "gap")), AppendOptions{}); !errors.Is(err, ErrOutOfOrderSequence) {
+			t.Fatalf("sequence gap after cleaning: %v", err)
+		}
+	}
+	retry(l)
+	// Recovery that replays every header (no checkpoint) rebuilds the
+	// producer from the kept empty batch.
+	crash(l)
+	os.Remove(filepath.Join(dir, checkpointFile))
+	l2 := openTest(t, dir, cfg, nil)
+	retry(l2)
+	mustAppend(t, l2, makeKeyed(t, keyedSpec{pid: 7, epoch: 0, seq: 31}, kvs("k0", "next")))
+}
+
+// controlBatches counts the log's commit and abort markers.
+func controlBatches(t testing.TB, l *Log) int {
+	b := readAll(t, l, l.LogStartOffset())
+	n := 0
+	for _, h := range batchesOfCleaned(t, b) {
+		if h.isControl() {
+			n++
+		}
+	}
+	return n
+}
+
+// batchesOfCleaned splits stored batches, accepting compacted ones.
+func batchesOfCleaned(t testing.TB, b []byte) []batchHeader {
+	var hs []batchHeader
+	for len(b) > 0 {
+		h := parseHeader(b)
+		if crc32c(b[offAttributes:h.size()]) != h.crc {
+			t.Fatalf("batch at %d: bad CRC", h.baseOffset)
+		}
+		hs = append(hs, h)
+		b = b[h.size():]
+	}
+	return hs
+}
+
+func TestCleanRemovesAbortedTransactions(t *testing.T) {
+	cfg := compactConfig()
+	l := openTest(t, t.TempDir(), cfg, nil)
+	txn := keyedSpec{pid: 9, epoch: 0, seq: 0, txn: true}
+	mustAppend(t, l, makeKeyed(t, txn, kvs("a", "aborted", "b", "aborted")))
+	mustAppendCtl(t, l, makeMarker(t, 9, 0, 0))
+	txn.seq = 2
+	c := mustAppend(t, l, makeKeyed(t, txn, kvs("a", "committed")))
+	mustAppendCtl(t, l, makeMarker(t, 9, 0, 1))
+	want := map[string]seen{"a": {off: c.BaseOffset, key: "a", value: []byte("committed")}}
+	for k, v := range history(t, l, plainKeyed(), 10, 3, nil) {
+		want[k] = v
+	}
+	if n := len(l.AbortedTransactions(0, l.HighWatermark())); n != 1 {
+		t.Fatalf("%d aborted transactions before cleaning", n)
+	}
+	mustClean(t, l, CleanOptions{})
+	for _, r := range readRecords(t, l) {
+		if string(r.value) == "aborted" {
+			t.Fatalf("aborted record at %d survived cleaning", r.off)
+		}
+	}
+	checkCompacted(t, l, want, false)
+	if n := controlBatches(t, l); n != 2 {
+		t.Fatalf("%d markers after the first cleaning, want both kept", n)
+	}
+	// Second run: the abort marker has nothing left before it and gets a
+	// delete horizon; past it, a third run removes it (and its entry).
+	now := time.Now()
+	mustClean(t, l, CleanOptions{Now: now})
+	mustClean(t, l, CleanOptions{Now: now.Add(time.Duration(cfg.DeleteRetentionMs+1) * time.Millisecond)})
+	if n := controlBatches(t, l); n != 1 {
+		t.Fatalf("%d markers after delete.retention.ms, want the commit marker only", n)
+	}
+	if n := len(l.AbortedTransactions(0, l.HighWatermark())); n != 0 {
+		t.Fatalf("%d aborted transactions listed after their marker went", n)
+	}
+	checkCompacted(t, l, want, false)
+}
+
+func mustAppendCtl(t testing.TB, l *Log, b []byte) {
+	t.Helper()
+	if _, _, err := l.Append(b, AppendOptions{AllowControl: true}); err != nil {
+		t.Fatalf("append marker: %v", err)
+	}
+}
+
+func TestCleanSkipsOpenTransactionsAndActiveSegment(t *testing.T) {
+	cfg := compactConfig()
+	l := openTest(t, t.TempDir(), cfg, nil)
+	history(t, l, plainKeyed(), 4, 3, nil)
+	open := keyedSpec{pid: 11, epoch: 0, seq: 0, txn: true}
+	first := mustAppend(t, l, makeKeyed(t, open, kvs("k0", "open"))).BaseOffset
+	history(t, l, plainKeyed(), 4, 6, nil)
+	if _, err := l.Clean(CleanOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	var opens, dupK1 int
+	for _, r := range readRecords(t, l) {
+		if string(r.value) == "open" {
+			opens++
+		}
+		if r.key == "k1" && r.off > first {
+			dupK1++
+		}
+	}
+	if opens != 1 {
+		t.Fatalf("record of the open transaction: %d copies", opens)
+	}
+	if dupK1 < 2 {
+		t.Fatalf("records past the last stable offset were compacted (%d versions of k1 left)", dupK1)
+	}
+}
+
+func TestCleanBoundedOffsetMapTakesSeveralRuns(t *testing.T) {
+	cfg := compactConfig()
+	l := openTest(t, t.TempDir(), cfg, nil)
+	var recs []kv
+	for i := 0; i < 1500; i++ {
+		recs = append(recs, kv{key: []byte(fmt.Sprint("key", i)), value: []byte("x")})
+	}
+	want := map[string]seen{}
+	for v := 0; v < 3; v++ {
+		for i := 0; i < len(recs); i += 100 {
+			res := mustAppend(t, l, makeKeyed(t, plainKeyed(), recs[i:i+100]))
+			for j := 0; j < 100; j++ {
+				want[string(recs[i+j].key)] = seen{off: res.BaseOffset + int64(j), key: string(recs[i+j].key), value: []byte("x")}
+			}
+		}
+	}
+	budget := int64(minMapSlots * mapSlotSize) // room for 921 keys
+	runs := 0
+	for ; runs < 20; runs++ {
+		res, err := l.Clean(CleanOptions{DedupeBufferBytes: budget})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Cleaned {
+			break
+		}
+	}
+	if runs < 2 {
+		t.Fatalf("a %d-byte map cleaned 4500 keyed records in %d run(s)", budget, runs)
+	}
+	checkCompacted(t, l, want, false)
+}
