@@ -489,3 +489,10 @@ func (l *Log) finishCleaned(seg *segment, w *bufio.Writer, next int64) error {
 	}
 	return seg.seal()
 }
+
+// Compacted reports whether the log's cleanup.policy includes compact.
+func (l *Log) Compacted() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.cfg.Compact
+}
