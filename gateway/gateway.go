@@ -235,8 +235,11 @@ func buildOptions(cfg *configs.Config, log *slog.Logger, obs broker.Observer) (p
 		FsyncInterval:    cfg.Broker.FsyncInterval.D(),
 		AutoCreateTopics: cfg.Broker.AutoCreateTopics,
 		TopicDefaults:    cfg.Broker.Defaults,
-		Logger:           log,
-		Observer:         obs,
+
+		CleanerDedupeBufferBytes: int64(cfg.Broker.CleanerDedupeBuffer),
+		CleanerBackoff:           cfg.Broker.CleanerBackoff.D(),
+		Logger:                   log,
+		Observer:                 obs,
 	})
 	if err != nil {
 		return opts, nil, nil, fmt.Errorf("open built-in broker: %w", err)
