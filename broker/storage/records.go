@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -179,6 +180,12 @@ func batchRecords(batch []byte, h batchHeader) ([]byte, error) {
 var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
 
 func decompress(codec int, src []byte) ([]byte, error) {
+	return decompressInto(nil, codec, src)
+}
+
+// decompressInto decodes src into dst's capacity where it can (dst[:0]
+// is overwritten), allocating otherwise. For codecNone it returns src.
+func decompressInto(dst []byte, codec int, src []byte) ([]byte, error) {
 	switch codec {
 	case codecNone:
 		return src, nil
@@ -187,18 +194,18 @@ func decompress(codec int, src []byte) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("gzip: %w", err)
 		}
-		return readBounded(zr, "gzip")
+		return readBounded(dst, zr, "gzip")
 	case codecSnappy:
-		return decodeSnappy(src)
+		return decodeSnappy(dst[:0], src)
 	case codecLz4:
-		return readBounded(lz4.NewReader(bytes.NewReader(src)), "lz4")
+		return readBounded(dst, lz4.NewReader(bytes.NewReader(src)), "lz4")
 	case codecZstd:
 		zd, ok := zstdDecoders.Get().(*zstd.Decoder)
 		if !ok {
 			return nil, fmt.Errorf("zstd: no decoder")
 		}
 		defer zstdDecoders.Put(zd)
-		out, err := zd.DecodeAll(src, nil)
+		out, err := zd.DecodeAll(src, dst[:0])
 		if err != nil {
 			return nil, fmt.Errorf("zstd: %w", err)
 		}
@@ -227,8 +234,8 @@ var (
 	}}
 )
 
-func readBounded(r io.Reader, codec string) ([]byte, error) {
-	var out bytes.Buffer
+func readBounded(dst []byte, r io.Reader, codec string) ([]byte, error) {
+	out := bytes.NewBuffer(dst[:0])
 	n, err := out.ReadFrom(io.LimitReader(r, maxDecompressed+1))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", codec, err)
@@ -239,11 +246,10 @@ func readBounded(r io.Reader, codec string) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-func decodeSnappy(src []byte) ([]byte, error) {
+func decodeSnappy(out, src []byte) ([]byte, error) {
 	if len(src) < 16 || !bytes.HasPrefix(src, xerialMagic) {
-		return snappyBlock(nil, src)
+		return snappyBlock(out, src)
 	}
-	var out []byte
 	for b := src[16:]; len(b) > 0; {
 		if len(b) < 4 {
 			return nil, fmt.Errorf("snappy: truncated xerial block length")
@@ -270,11 +276,16 @@ func snappyBlock(dst, src []byte) ([]byte, error) {
 	if n > maxDecompressed-len(dst) {
 		return nil, fmt.Errorf("snappy: decompresses to more than %d bytes", maxDecompressed)
 	}
-	out, err := s2.Decode(nil, src)
+	start := len(dst)
+	dst = slices.Grow(dst, n)[:start+n]
+	out, err := s2.Decode(dst[start:], src)
 	if err != nil {
 		return nil, fmt.Errorf("snappy: %w", err)
 	}
-	return append(dst, out...), nil
+	if len(out) != n || (n > 0 && &out[0] != &dst[start]) {
+		return nil, fmt.Errorf("snappy: block decoded to %d bytes, header said %d", len(out), n)
+	}
+	return dst, nil
 }
 
 // compress encodes recs with codec, as a Kafka producer of that codec
@@ -345,15 +356,26 @@ func newBatch(h batchHeader, attrs int16, baseTs, maxTs int64, recs []byte, n in
 	return b, nil
 }
 
+// checkBufs are the decompression buffers of produce-time key checks;
+// buffers that grew past maxPooledCheck are not kept.
+var checkBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+const maxPooledCheck = 4 << 20
+
 // checkKeys refuses a batch with a record that has no key, for a
 // compacted topic (Kafka's LogValidator.validateKey: INVALID_RECORD).
 func checkKeys(batch []byte, h batchHeader) error {
 	if h.isControl() {
 		return nil
 	}
-	recs, err := batchRecords(batch, h)
+	bp := checkBufs.Get().(*[]byte)
+	defer checkBufs.Put(bp)
+	recs, err := decompressInto(*bp, h.compression(), batch[batchHeaderSize:h.size()])
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
+		return fmt.Errorf("%w: batch at offset %d: %w", ErrInvalidRecord, h.baseOffset, err)
+	}
+	if h.compression() != codecNone && cap(recs) <= maxPooledCheck {
+		*bp = recs[:0]
 	}
 	return walkRecords(recs, h.numRecords, func(r *Record) error {
 		if r.Key == nil {
