@@ -4,7 +4,7 @@
 //	tollgate --upstream kafka-1:9092          # gateway in front of a cluster
 //	tollgate --config gateway.yaml            # everything from one file (flags override it)
 //	tollgate check-config gateway.yaml        # validate a file without starting
-//	tollgate bench                            # the throughput/latency benchmark (see README)
+//	tollgate-bench                            # the benchmark, its own command (cmd/tollgate-bench)
 //	tollgate tap                              # live traffic from a running gateway's admin server
 //	tollgate users add alice --file users.yaml # SASL credentials for PLAIN/SCRAM
 package main
@@ -20,7 +20,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/tollgate-kafka/tollgate/policy"
+	"github.com/tollgate-kafka/tollgate/gateway"
 )
 
 func main() {
@@ -33,7 +33,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case "check-config":
 			return checkConfig(args[1:], stdout, stderr)
 		case "bench":
-			return benchCmd(args[1:], stdout, stderr)
+			return benchMoved(stderr)
 		case "tap":
 			return tapCmd(args[1:], stdout, stderr)
 		case "users":
@@ -92,13 +92,17 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		stdout.Write(out)
 		return 0
 	}
-	if _, warnings, err := policy.Compile(cfg.Policy); err != nil {
+	// The same provisioning as serve, up to opening sockets and files:
+	// TLS configs, principal mappers, SASL servers, the compiled policy,
+	// the broker options.
+	plan, err := gateway.Provision(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
-	} else {
-		for _, w := range warnings {
-			fmt.Fprintln(stdout, "warning:", w.String())
-		}
+	}
+	plan.Close()
+	for _, w := range plan.Warnings {
+		fmt.Fprintln(stdout, "warning:", w.String())
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", fs.Arg(0))
 	return 0
