@@ -159,7 +159,8 @@ type incoming struct {
 	buf []byte // exactly the batch's bytes
 }
 
-// splitBatches validates every batch of a produce and, for LogAppendTime
+// splitBatches validates every batch of a produce, its records included
+// (records.go), and, for LogAppendTime
 // topics, stamps them (the only rewrite that needs a new CRC). It runs
 // before the log lock is taken: CRC work is the expensive part of an append.
 func splitBatches(b []byte, cfg *LogConfig, o *AppendOptions) ([]incoming, error) {
@@ -187,10 +188,8 @@ func splitBatches(b []byte, cfg *LogConfig, o *AppendOptions) ([]incoming, error
 			return nil, fmt.Errorf("%w: producer id %d with epoch %d and sequence %d", ErrInvalidRecord, h.producerID, h.producerEpoch, h.baseSequence)
 		}
 		buf := b[:h.size()]
-		if cfg.Compact {
-			if err := checkKeys(buf, h); err != nil {
-				return nil, err
-			}
+		if err := walkRecords(buf, &h, keyCheck(cfg)); err != nil {
+			return nil, err
 		}
 		if cfg.LogAppendTime {
 			stampLogAppendTime(buf, o.Now.UnixMilli())

@@ -390,18 +390,17 @@ func (l *Log) buildOffsetMap(p *cleanPlan, budget int64) (*offsetMap, int64, err
 				end = h.baseOffset
 				return errFull
 			}
-			recs, err := batchRecords(buf, h)
-			if err != nil {
-				// Unreadable records stay as they are; they are not mapped.
-				l.logger.Warn("cleaner: skipping a batch it cannot decode", "offset", h.baseOffset, "err", err)
-				return nil
-			}
-			return walkRecords(recs, h.numRecords, func(r *Record) error {
+			err := walkRecordsAs(buf, &h, true, func(r Record) error {
 				if off := h.baseOffset + int64(r.OffsetDelta); r.Key != nil && off >= p.firstDirty {
 					m.put(r.Key, off)
 				}
 				return nil
 			})
+			if err != nil {
+				// Unreadable records stay as they are; they are not mapped.
+				l.logger.Warn("cleaner: skipping a batch it cannot decode", "offset", h.baseOffset, "err", err)
+			}
+			return nil
 		})
 		if errors.Is(err, errFull) {
 			break

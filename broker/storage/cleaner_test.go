@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -38,8 +39,8 @@ type keyedSpec struct {
 func plainKeyed() keyedSpec { return keyedSpec{pid: -1, epoch: -1, seq: -1} }
 
 // makeKeyed encodes a batch of records as a producer sends it, compressed
-// with the spec's codec (our compress, which the read side checks against
-// kmsg's decoding in readRecords).
+// with the spec's codec (our compress, which readRecords checks with
+// franz-go's decompressor and kmsg's decoding).
 func makeKeyed(t testing.TB, s keyedSpec, recs []kv) []byte {
 	t.Helper()
 	if s.ts == 0 {
@@ -50,7 +51,7 @@ func makeKeyed(t testing.TB, s keyedSpec, recs []kv) []byte {
 		kr := kmsg.Record{OffsetDelta: int32(i), TimestampDelta64: int64(i), Key: r.key, Value: r.value}
 		raw = append(raw, encodeRecord(kr)...)
 	}
-	body, err := compress(s.codec, raw)
+	body, err := compressRecords(s.codec, raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,8 @@ type seen struct {
 }
 
 // readRecords reads the whole log from its start and decodes every record
-// with kmsg (an independent decoder: franz-go's), checking CRCs.
+// with franz-go (an independent decoder: kgo's decompressor, kmsg's
+// records), checking CRCs.
 func readRecords(t testing.TB, l *Log) []seen {
 	t.Helper()
 	b := readAll(t, l, l.LogStartOffset())
@@ -106,7 +108,7 @@ func readRecords(t testing.TB, l *Log) []seen {
 			t.Fatalf("batch at %d: bad CRC", rb.FirstOffset)
 		}
 		if rb.Attributes&attrControl == 0 {
-			recs, err := batchRecords(b[:size], h)
+			recs, err := kgo.DefaultDecompressor().Decompress(b[batchHeaderSize:size], kgo.CompressionCodecType(h.compression()))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,5 +1,10 @@
 package storage
 
+import (
+	"fmt"
+	"math"
+)
+
 // One cleaning pass over the log from its start: which batches and
 // records survive (Kafka's LogCleaner.cleanInto / MemoryRecords.filterTo).
 // A cleanPass is owned by one run and walks batches in offset order.
@@ -124,15 +129,10 @@ func (c *cleanPass) filterBatch(buf []byte, h batchHeader) ([]byte, error) {
 	if h.isControl() {
 		return c.filterMarker(buf, h)
 	}
-	discard := c.txns.onData(&h)
-	if discard {
+	if c.txns.onData(&h) {
 		return c.emptyOrNil(h)
 	}
-	recs, err := batchRecords(buf, h)
-	if err != nil {
-		return buf, nil // undecodable: kept as it is, never lost
-	}
-	return c.filterRecords(buf, h, recs)
+	return c.filterRecords(buf, h)
 }
 
 // filterMarker keeps a control batch until its transaction has nothing
@@ -150,11 +150,15 @@ func (c *cleanPass) filterMarker(buf []byte, h batchHeader) ([]byte, error) {
 	case canDiscard && !hasHorizon:
 		horizon := c.now + c.retention
 		c.noteHorizon(horizon)
-		recs, err := batchRecords(buf, h)
-		if err != nil {
-			return buf, nil
+		var recs []byte
+		n := int32(0)
+		if err := walkRecordsAs(buf, &h, true, func(r Record) error {
+			recs, n = appendRecord(recs, &r), n+1
+			return nil
+		}); err != nil {
+			return buf, nil // undecodable: kept as it is, never lost
 		}
-		return c.rebuild(h, recs, nil, horizon)
+		return c.rebuild(h, recs, n, h.maxTimestamp, horizon)
 	case canDiscard:
 		c.noteHorizon(h.baseTimestamp)
 	}
@@ -174,79 +178,72 @@ func (c *cleanPass) emptyOrNil(h batchHeader) ([]byte, error) {
 
 // filterRecords keeps the records that are their key's latest (or past
 // the map), dropping keyless records and tombstones past their horizon.
-func (c *cleanPass) filterRecords(buf []byte, h batchHeader, recs []byte) ([]byte, error) {
+// Kept records are encoded as they are read (the walker's record bytes
+// are valid only during its callback).
+func (c *cleanPass) filterRecords(buf []byte, h batchHeader) ([]byte, error) {
 	hasHorizon := h.attributes&attrDeleteHorizon != 0
-	var kept []Record
+	var kept []byte
+	n := int32(0)
 	all, tombstones := true, false
-	err := walkRecords(recs, h.numRecords, func(r *Record) error {
+	maxTs := int64(math.MinInt64)
+	err := walkRecordsAs(buf, &h, true, func(r Record) error {
 		off := h.baseOffset + int64(r.OffsetDelta)
 		keep := off >= c.end
 		if !keep && r.Key != nil && off >= c.m.get(r.Key) {
 			keep = r.Value != nil || !hasHorizon || c.now < h.baseTimestamp
 		}
-		if keep {
-			kept = append(kept, *r)
-			tombstones = tombstones || r.Value == nil
-		} else {
+		if !keep {
 			all = false
+			return nil
 		}
+		kept, n = appendRecord(kept, &r), n+1
+		tombstones = tombstones || r.Value == nil
+		maxTs = max(maxTs, h.baseTimestamp+r.TimestampDelta)
 		return nil
 	})
 	if err != nil {
 		return buf, nil // undecodable: kept as it is, never lost
 	}
 	switch {
-	case len(kept) == 0:
+	case n == 0:
 		return c.emptyOrNil(h)
 	case tombstones && !hasHorizon:
 		horizon := c.now + c.retention
 		c.noteHorizon(horizon)
-		return c.rebuild(h, nil, kept, horizon)
+		return c.rebuild(h, kept, n, maxTs, horizon)
 	case tombstones:
 		c.noteHorizon(h.baseTimestamp)
 	}
 	if all {
 		return buf, nil
 	}
-	return c.rebuild(h, nil, kept, -1)
+	return c.rebuild(h, kept, n, maxTs, -1)
 }
 
-// rebuild encodes a batch of h holding either the raw records recs or the
-// records kept, with delete horizon horizon (-1: keep h's, if any). Record
-// timestamps stay the same: their deltas are rebased on the new
-// BaseTimestamp.
-func (c *cleanPass) rebuild(h batchHeader, recs []byte, kept []Record, horizon int64) ([]byte, error) {
-	if recs != nil {
-		n := h.numRecords
-		kept = kept[:0]
-		if err := walkRecords(recs, n, func(r *Record) error { kept = append(kept, *r); return nil }); err != nil {
-			return nil, err
+// rebuild encodes a batch of h holding the n records recs (uncompressed,
+// timestamp deltas from h's BaseTimestamp) with delete horizon horizon
+// (-1: keep h's BaseTimestamp, and its horizon if it has one). A new
+// horizon becomes the BaseTimestamp (KIP-534), so the record deltas are
+// rebased on it and every record keeps its timestamp.
+func (c *cleanPass) rebuild(h batchHeader, recs []byte, n int32, maxTs, horizon int64) ([]byte, error) {
+	attrs, base := h.attributes, h.baseTimestamp
+	if horizon >= 0 {
+		attrs, base = attrs|attrDeleteHorizon, horizon
+		var out []byte
+		rh := h
+		rh.numRecords = n
+		err := walkSource(&sliceSource{b: recs}, &rh, true, func(r Record) error {
+			r.TimestampDelta = h.baseTimestamp + r.TimestampDelta - horizon
+			out = appendRecord(out, &r)
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("rebase records of batch %d: %w", h.baseOffset, err)
 		}
+		recs = out
 	}
-	attrs := h.attributes
-	var base int64 // the new BaseTimestamp
-	switch {
-	case horizon >= 0:
-		attrs |= attrDeleteHorizon
-		base = horizon
-	case h.attributes&attrDeleteHorizon != 0:
-		base = h.baseTimestamp
-	case len(kept) > 0:
-		base = h.baseTimestamp + kept[0].TimestampDelta
-	default:
-		base = h.baseTimestamp
-	}
-	maxTs := int64(-1)
-	var out []byte
-	for i := range kept {
-		r := kept[i]
-		ts := h.baseTimestamp + r.TimestampDelta
-		maxTs = max(maxTs, ts)
-		r.TimestampDelta = ts - base
-		out = appendRecord(out, &r)
-	}
-	if h.attributes&attrLogAppendTime != 0 || len(kept) == 0 {
+	if h.attributes&attrLogAppendTime != 0 || n == 0 {
 		maxTs = h.maxTimestamp
 	}
-	return newBatch(h, attrs, base, maxTs, out, int32(len(kept)))
+	return newBatch(h, attrs, base, maxTs, recs, n)
 }

@@ -3,384 +3,357 @@ package storage
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"math"
-	"slices"
-	"sync"
-
-	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/s2"
-	"github.com/klauspost/compress/zstd"
-	"github.com/pierrec/lz4/v4"
 )
 
-// Record-level decoding and encoding of v2 batches (KIP-98 record format,
-// DefaultRecord.java): the log cleaner rewrites batches record by record
-// and a compacted topic's produce checks that every record has a key.
+// The record walker: the one place that reads the records inside a v2
+// batch. Produce (ValidateBatch through Append), crash recovery (the
+// unverified tail) and anything that needs the records themselves (log
+// compaction) use it, so they agree on what a well-formed record is.
 //
-// NOTE: this is one of two record walkers in this package's history (the
-// produce validator added for record-level checks is the other); they
-// should be unified so that produce and cleaning agree on what a valid
-// record is.
+// A record (DefaultRecord.java, KIP-98) is
 //
-// A record is: length varint, attributes int8, timestampDelta varlong,
-// offsetDelta varint, keyLength varint (-1: null), key, valueLength varint
-// (-1: null), value, header count varint, headers. Varints are zigzag, as
-// encoding/binary's Varint.
+//	length varint | attributes int8 | timestampDelta varlong |
+//	offsetDelta varint | keyLength varint | key | valueLength varint |
+//	value | headerCount varint | headers
+//
+// and a header is keyLength varint | key | valueLength varint | value.
+// Kafka's LogValidator reads every record of an uncompressed batch and
+// decompresses compressed ones; a record that does not parse, that does not
+// fill exactly its length, or a batch whose records do not match its
+// NumRecords or run past them, throws InvalidRecordException:
+// INVALID_RECORD (87), ErrInvalidRecord here. A compressed payload that does
+// not decompress is CORRUPT_MESSAGE (2), ErrCorruptMessage.
 
-// maxDecompressed bounds what one stored or produced batch may decompress
-// to, so a compression bomb cannot make the broker allocate without limit.
-const maxDecompressed = 256 << 20
+// MaxDecompressedBytes bounds the bytes a compressed batch may expand to.
+// Validation streams the decompressed records and keeps none of them, so
+// the bound limits CPU, not memory: a decompression bomb is refused after
+// this many bytes instead of being expanded without end. Producers
+// compress batches of about a MiB (kgo's ProducerBatchMaxBytes, the Java
+// producer's batch.size), so the bound leaves two orders of magnitude.
+const MaxDecompressedBytes = 256 << 20
 
-// Compression codecs (the batch attributes' low three bits).
-const (
-	codecNone   = 0
-	codecGzip   = 1
-	codecSnappy = 2
-	codecLz4    = 3
-	codecZstd   = 4
-)
-
-// Record is one decoded record. Key, Value and Headers alias the buffer
-// the record was decoded from; a nil Key or Value is null (a nil Value is a
-// tombstone). Headers are kept raw (count varint and headers), since the
-// cleaner copies them unchanged.
+// Record is one record of a batch. Key, Value and Headers alias the
+// batch's bytes (uncompressed) or the walker's scratch buffer
+// (compressed): they are valid only during the callback that receives
+// them.
 type Record struct {
 	Attributes     int8
 	TimestampDelta int64
 	OffsetDelta    int32
-	Key, Value     []byte
-	Headers        []byte
+	Key            []byte // nil for a null key
+	Value          []byte // nil for a null value (a tombstone)
+	HeaderCount    int
+	Headers        []byte // the encoded headers, HeaderCount of them
 }
 
-// errRecord wraps a malformed-record reason as ErrCorruptMessage.
-func errRecord(format string, args ...any) error {
-	return fmt.Errorf("%w: record: %s", ErrCorruptMessage, fmt.Sprintf(format, args...))
+// BatchInfo is what ValidateBatch learned about a batch.
+type BatchInfo struct {
+	Size            int   // bytes of the batch, header included
+	NumRecords      int32 // as checked against the records
+	LastOffsetDelta int32
+	Compression     int // 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd
+	Control         bool
+	Transactional   bool
 }
 
-// decodeRecord decodes the length-prefixed record at the start of b and
-// returns it with the bytes it took.
-func decodeRecord(b []byte) (Record, int, error) {
-	l, n := binary.Varint(b)
-	if n <= 0 || l < 1 || l > int64(len(b)-n) {
-		return Record{}, 0, errRecord("length field runs past the records")
+// ValidateBatch checks the batch at the start of b as the produce path
+// does: framing, magic, CRC-32C, header counts, and every record (after
+// decompressing, within MaxDecompressedBytes). Errors wrap
+// ErrCorruptMessage or ErrInvalidRecord.
+func ValidateBatch(b []byte) (BatchInfo, error) {
+	h, err := checkBatch(b)
+	if err != nil {
+		return BatchInfo{}, err
 	}
-	body := b[n : n+int(l)]
-	var r Record
-	r.Attributes = int8(body[0])
-	p := 1
-	ts, m := binary.Varint(body[p:])
-	if m <= 0 {
-		return Record{}, 0, errRecord("bad timestamp delta")
+	if err := walkRecords(b[:h.size()], &h, nil); err != nil {
+		return BatchInfo{}, err
 	}
-	r.TimestampDelta, p = ts, p+m
-	od, m := binary.Varint(body[p:])
-	if m <= 0 || od < 0 || od > math.MaxInt32 {
-		return Record{}, 0, errRecord("bad offset delta")
-	}
-	r.OffsetDelta, p = int32(od), p+m
-	var err error
-	if r.Key, p, err = decodeBytes(body, p, "key"); err != nil {
-		return Record{}, 0, err
-	}
-	if r.Value, p, err = decodeBytes(body, p, "value"); err != nil {
-		return Record{}, 0, err
-	}
-	if hc, m := binary.Varint(body[p:]); m <= 0 || hc < 0 {
-		return Record{}, 0, errRecord("bad header count")
-	}
-	r.Headers = body[p:]
-	return r, n + int(l), nil
+	return BatchInfo{Size: h.size(), NumRecords: h.numRecords, LastOffsetDelta: h.lastOffsetDelta,
+		Compression: h.compression(), Control: h.isControl(), Transactional: h.isTxn()}, nil
 }
 
-// decodeBytes reads a varint-length byte field (-1: nil) at p of body.
-func decodeBytes(body []byte, p int, what string) ([]byte, int, error) {
-	l, m := binary.Varint(body[p:])
-	if m <= 0 || l < -1 || l > int64(len(body)-p-m) {
-		return nil, 0, errRecord("bad %s length", what)
+// EachRecord calls fn for every record of the batch at the start of b,
+// which must pass ValidateBatch's header checks; it stops at fn's first
+// error and returns it.
+func EachRecord(b []byte, fn func(Record) error) error {
+	h, err := checkBatch(b)
+	if err != nil {
+		return err
 	}
-	p += m
-	if l < 0 {
-		return nil, p, nil
-	}
-	return body[p : p+int(l) : p+int(l)], p + int(l), nil
+	return walkRecords(b[:h.size()], &h, fn)
 }
 
-// appendRecord appends r, length-prefixed, to dst.
-func appendRecord(dst []byte, r *Record) []byte {
-	n := 1 + varintLen(r.TimestampDelta) + varintLen(int64(r.OffsetDelta)) +
-		bytesLen(r.Key) + bytesLen(r.Value) + len(r.Headers)
-	dst = binary.AppendVarint(dst, int64(n))
-	dst = append(dst, byte(r.Attributes))
-	dst = binary.AppendVarint(dst, r.TimestampDelta)
-	dst = binary.AppendVarint(dst, int64(r.OffsetDelta))
-	dst = appendBytes(dst, r.Key)
-	dst = appendBytes(dst, r.Value)
-	return append(dst, r.Headers...)
+// walkRecords reads every record of batch (exactly one batch, its header
+// already checked) and checks them against h. With fn nil, keys, values
+// and headers are skipped, not copied.
+func walkRecords(batch []byte, h *batchHeader, fn func(Record) error) error {
+	return walkRecordsAs(batch, h, false, fn)
 }
 
-func appendBytes(dst, b []byte) []byte {
-	if b == nil {
-		return binary.AppendVarint(dst, -1)
-	}
-	dst = binary.AppendVarint(dst, int64(len(b)))
-	return append(dst, b...)
-}
-
-func bytesLen(b []byte) int {
-	if b == nil {
-		return varintLen(-1)
-	}
-	return varintLen(int64(len(b))) + len(b)
-}
-
-func varintLen(v int64) int {
-	var tmp [binary.MaxVarintLen64]byte
-	return binary.PutVarint(tmp[:], v)
-}
-
-// walkRecords calls fn for each of the n records in recs (uncompressed)
-// and checks that exactly n records fill recs.
-func walkRecords(recs []byte, n int32, fn func(*Record) error) error {
-	for i := int32(0); i < n; i++ {
-		if len(recs) == 0 {
-			return errRecord("batch says %d records, holds %d", n, i)
+// walkRecordsAs is walkRecords; compacted accepts what log compaction
+// leaves in a stored batch (cleaner.go): fewer records than offsets, the
+// last record's delta below LastOffsetDelta, or no records at all.
+func walkRecordsAs(batch []byte, h *batchHeader, compacted bool, fn func(Record) error) error {
+	payload := batch[batchHeaderSize:h.size()]
+	if h.compression() == 0 {
+		src := &sliceSource{b: payload}
+		if err := walkSource(src, h, compacted, fn); err != nil {
+			return err
 		}
-		r, used, err := decodeRecord(recs)
+		if src.left() > 0 {
+			return fmt.Errorf("%w: %d bytes follow the batch's %d records", ErrInvalidRecord, src.left(), h.numRecords)
+		}
+		return nil
+	}
+	return walkStream(bytes.NewReader(payload), h, compacted, fn)
+}
+
+// walkStream is walkRecords for a payload read as a stream (a compressed
+// payload, or a batch too large for recovery to hold in memory).
+func walkStream(payload io.Reader, h *batchHeader, compacted bool, fn func(Record) error) error {
+	r := payload
+	if h.compression() != codecNone {
+		dec, err := newDecompressor(h.compression(), payload)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: %s payload: %v", ErrCorruptMessage, codecName(h.compression()), err)
 		}
-		if err := fn(&r); err != nil {
-			return err
-		}
-		recs = recs[used:]
+		defer dec.close()
+		r = dec
 	}
-	if len(recs) != 0 {
-		return errRecord("%d bytes after the last of %d records", len(recs), n)
+	src := &streamSource{r: r, left: MaxDecompressedBytes, keep: fn != nil}
+	defer src.release()
+	if err := walkSource(src, h, compacted, fn); err != nil {
+		return err
+	}
+	if _, err := src.ReadByte(); err == nil {
+		return fmt.Errorf("%w: bytes follow the batch's %d records", ErrInvalidRecord, h.numRecords)
+	} else if !errors.Is(err, io.EOF) {
+		return err
 	}
 	return nil
 }
 
-// batchRecords returns the uncompressed record bytes of batch (the whole
-// batch's bytes, header included).
-func batchRecords(batch []byte, h batchHeader) ([]byte, error) {
-	src := batch[batchHeaderSize:h.size()]
-	out, err := decompress(h.compression(), src)
-	if err != nil {
-		return nil, fmt.Errorf("%w: batch at offset %d: %w", ErrCorruptMessage, h.baseOffset, err)
-	}
-	return out, nil
-}
-
-// xerialMagic prefixes snappy data framed by the Java snappy-java library
-// (SnappyOutputStream): 8 magic bytes, two int32 versions, then blocks of
-// int32 length + raw snappy.
-var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
-
-func decompress(codec int, src []byte) ([]byte, error) {
-	return decompressInto(nil, codec, src)
-}
-
-// decompressInto decodes src into dst's capacity where it can (dst[:0]
-// is overwritten), allocating otherwise. For codecNone it returns src.
-func decompressInto(dst []byte, codec int, src []byte) ([]byte, error) {
-	switch codec {
-	case codecNone:
-		return src, nil
-	case codecGzip:
-		zr, err := gzip.NewReader(bytes.NewReader(src))
+// walkSource reads h.numRecords records from src and checks their offset
+// deltas: strictly increasing within [0, LastOffsetDelta], the last one
+// equal to it (Kafka's producers number them 0..n-1; a compacted batch
+// keeps its LastOffsetDelta with gaps below it).
+func walkSource(src recordSource, h *batchHeader, compacted bool, fn func(Record) error) error {
+	prev := int32(-1)
+	for i := int32(0); i < h.numRecords; i++ {
+		r, err := readRecord(src)
 		if err != nil {
-			return nil, fmt.Errorf("gzip: %w", err)
+			return fmt.Errorf("record %d of %d: %w", i, h.numRecords, err)
 		}
-		return readBounded(dst, zr, "gzip")
-	case codecSnappy:
-		return decodeSnappy(dst[:0], src)
-	case codecLz4:
-		return readBounded(dst, lz4.NewReader(bytes.NewReader(src)), "lz4")
-	case codecZstd:
-		zd, ok := zstdDecoders.Get().(*zstd.Decoder)
-		if !ok {
-			return nil, fmt.Errorf("zstd: no decoder")
+		if r.OffsetDelta <= prev || r.OffsetDelta > h.lastOffsetDelta {
+			return fmt.Errorf("%w: record %d has offset delta %d after %d (LastOffsetDelta %d)", ErrInvalidRecord, i, r.OffsetDelta, prev, h.lastOffsetDelta)
 		}
-		defer zstdDecoders.Put(zd)
-		out, err := zd.DecodeAll(src, dst[:0])
-		if err != nil {
-			return nil, fmt.Errorf("zstd: %w", err)
+		prev = r.OffsetDelta
+		if r.TimestampDelta > 0 && h.baseTimestamp > math.MaxInt64-r.TimestampDelta ||
+			r.TimestampDelta < 0 && h.baseTimestamp < math.MinInt64-r.TimestampDelta {
+			return fmt.Errorf("%w: record %d timestamp delta %d overflows base timestamp %d", ErrInvalidRecord, i, r.TimestampDelta, h.baseTimestamp)
 		}
-		return out, nil
+		if fn != nil {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
 	}
-	return nil, fmt.Errorf("unknown compression codec %d", codec)
+	if prev != h.lastOffsetDelta && !compacted {
+		return fmt.Errorf("%w: last record has offset delta %d, LastOffsetDelta is %d", ErrInvalidRecord, prev, h.lastOffsetDelta)
+	}
+	return nil
 }
 
-// Pooled zstd codecs: building one allocates its tables. DecodeAll and
-// EncodeAll on a pooled one are stateless between calls. A nil entry
-// (construction failed) makes the caller report an error.
-var (
-	zstdDecoders = sync.Pool{New: func() any {
-		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxDecompressed))
-		if err != nil {
-			return nil
-		}
-		return d
-	}}
-	zstdEncoders = sync.Pool{New: func() any {
-		e, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
-		if err != nil {
-			return nil
-		}
-		return e
-	}}
-)
-
-func readBounded(dst []byte, r io.Reader, codec string) ([]byte, error) {
-	out := bytes.NewBuffer(dst[:0])
-	n, err := out.ReadFrom(io.LimitReader(r, maxDecompressed+1))
+// readRecord reads one record; every length is checked against what the
+// record's own length leaves before anything is read or skipped.
+func readRecord(src recordSource) (Record, error) {
+	var r Record
+	src.startRecord()
+	length, err := readVarint(src, "record length")
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", codec, err)
+		return r, err
 	}
-	if n > maxDecompressed {
-		return nil, fmt.Errorf("%s: decompresses to more than %d bytes", codec, maxDecompressed)
+	if length <= 0 || length > math.MaxInt32 {
+		return r, fmt.Errorf("%w: record length %d", ErrInvalidRecord, length)
 	}
-	return out.Bytes(), nil
-}
-
-func decodeSnappy(out, src []byte) ([]byte, error) {
-	if len(src) < 16 || !bytes.HasPrefix(src, xerialMagic) {
-		return snappyBlock(out, src)
-	}
-	for b := src[16:]; len(b) > 0; {
-		if len(b) < 4 {
-			return nil, fmt.Errorf("snappy: truncated xerial block length")
-		}
-		n := int64(binary.BigEndian.Uint32(b))
-		if n > int64(len(b)-4) {
-			return nil, fmt.Errorf("snappy: xerial block of %d bytes runs past the data", n)
-		}
-		var err error
-		if out, err = snappyBlock(out, b[4:4+n]); err != nil {
-			return nil, err
-		}
-		b = b[4+n:]
-	}
-	return out, nil
-}
-
-// snappyBlock appends the decoding of one raw snappy block to dst.
-func snappyBlock(dst, src []byte) ([]byte, error) {
-	n, err := s2.DecodedLen(src)
+	rr := &recordReader{src: src, left: length}
+	attrs, err := rr.byte()
 	if err != nil {
-		return nil, fmt.Errorf("snappy: %w", err)
+		return r, err
 	}
-	if n > maxDecompressed-len(dst) {
-		return nil, fmt.Errorf("snappy: decompresses to more than %d bytes", maxDecompressed)
+	r.Attributes = int8(attrs)
+	if r.TimestampDelta, err = rr.varint("timestamp delta"); err != nil {
+		return r, err
 	}
-	start := len(dst)
-	dst = slices.Grow(dst, n)[:start+n]
-	out, err := s2.Decode(dst[start:], src)
+	od, err := rr.varint("offset delta")
 	if err != nil {
-		return nil, fmt.Errorf("snappy: %w", err)
+		return r, err
 	}
-	if len(out) != n || (n > 0 && &out[0] != &dst[start]) {
-		return nil, fmt.Errorf("snappy: block decoded to %d bytes, header said %d", len(out), n)
+	if od < 0 || od > math.MaxInt32 {
+		return r, fmt.Errorf("%w: offset delta %d", ErrInvalidRecord, od)
 	}
-	return dst, nil
+	r.OffsetDelta = int32(od)
+	if r.Key, err = rr.bytes("key"); err != nil {
+		return r, err
+	}
+	if r.Value, err = rr.bytes("value"); err != nil {
+		return r, err
+	}
+	if r.HeaderCount, r.Headers, err = rr.headers(); err != nil {
+		return r, err
+	}
+	if rr.left != 0 {
+		return r, fmt.Errorf("%w: record length %d, but its fields end %d bytes early", ErrInvalidRecord, length, rr.left)
+	}
+	return r, nil
 }
 
-// compress encodes recs with codec, as a Kafka producer of that codec
-// would (snappy: one raw block, which Kafka and every client read).
-func compress(codec int, recs []byte) ([]byte, error) {
-	switch codec {
-	case codecNone:
-		return recs, nil
-	case codecGzip:
-		var buf bytes.Buffer
-		zw := gzip.NewWriter(&buf)
-		if _, err := zw.Write(recs); err != nil {
-			return nil, fmt.Errorf("gzip: %w", err)
-		}
-		if err := zw.Close(); err != nil {
-			return nil, fmt.Errorf("gzip: %w", err)
-		}
-		return buf.Bytes(), nil
-	case codecSnappy:
-		return s2.EncodeSnappy(nil, recs), nil
-	case codecLz4:
-		var buf bytes.Buffer
-		zw := lz4.NewWriter(&buf)
-		if _, err := zw.Write(recs); err != nil {
-			return nil, fmt.Errorf("lz4: %w", err)
-		}
-		if err := zw.Close(); err != nil {
-			return nil, fmt.Errorf("lz4: %w", err)
-		}
-		return buf.Bytes(), nil
-	case codecZstd:
-		zw, ok := zstdEncoders.Get().(*zstd.Encoder)
-		if !ok {
-			return nil, fmt.Errorf("zstd: no encoder")
-		}
-		defer zstdEncoders.Put(zw)
-		return zw.EncodeAll(recs, nil), nil
-	}
-	return nil, fmt.Errorf("unknown compression codec %d", codec)
+// recordReader reads the fields of one record, never past its length.
+type recordReader struct {
+	src  recordSource
+	left int64 // bytes of the record not yet read
 }
 
-// newBatch encodes a batch with h's fixed fields (BaseOffset,
-// LastOffsetDelta, producer fields, attributes) holding the n encoded
-// records recs, compressed with h's codec; baseTs, maxTs and attrs
-// replace h's. LastOffsetDelta is kept even when records were removed, so
-// the batch's last sequence survives (Kafka's overrideLastOffset).
-func newBatch(h batchHeader, attrs int16, baseTs, maxTs int64, recs []byte, n int32) ([]byte, error) {
-	body, err := compress(int(attrs&attrCompressionMask), recs)
+func (rr *recordReader) byte() (byte, error) {
+	if rr.left < 1 {
+		return 0, fmt.Errorf("%w: record ends inside its attributes", ErrInvalidRecord)
+	}
+	c, err := rr.src.ReadByte()
+	if err != nil {
+		return 0, underflow(err, "attributes")
+	}
+	rr.left--
+	return c, nil
+}
+
+func (rr *recordReader) varint(what string) (int64, error) {
+	before := rr.src.consumed()
+	v, err := readVarint(rr.src, what)
+	if err != nil {
+		return 0, err
+	}
+	rr.left -= rr.src.consumed() - before
+	if rr.left < 0 {
+		return 0, fmt.Errorf("%w: record ends inside its %s", ErrInvalidRecord, what)
+	}
+	return v, nil
+}
+
+// bytes reads a varint length (-1: null) and that many bytes.
+func (rr *recordReader) bytes(what string) ([]byte, error) {
+	n, err := rr.varint(what + " length")
 	if err != nil {
 		return nil, err
 	}
-	be := binary.BigEndian
-	b := make([]byte, batchHeaderSize, batchHeaderSize+len(body))
-	be.PutUint64(b[offBaseOffset:], uint64(h.baseOffset))
-	be.PutUint32(b[offLength:], uint32(batchHeaderSize-lengthPrefix+len(body)))
-	be.PutUint32(b[offLeaderEpoch:], uint32(int32(leaderEpoch)))
-	b[offMagic] = 2
-	be.PutUint16(b[offAttributes:], uint16(attrs))
-	be.PutUint32(b[offLastOffsetDelta:], uint32(h.lastOffsetDelta))
-	be.PutUint64(b[offBaseTimestamp:], uint64(baseTs))
-	be.PutUint64(b[offMaxTimestamp:], uint64(maxTs))
-	be.PutUint64(b[offProducerID:], uint64(h.producerID))
-	be.PutUint16(b[offProducerEpoch:], uint16(h.producerEpoch))
-	be.PutUint32(b[offBaseSequence:], uint32(h.baseSequence))
-	be.PutUint32(b[offNumRecords:], uint32(n))
-	b = append(b, body...)
-	be.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
+	switch {
+	case n == -1:
+		return nil, nil
+	case n < -1:
+		return nil, fmt.Errorf("%w: %s length %d", ErrInvalidRecord, what, n)
+	case n > rr.left:
+		return nil, fmt.Errorf("%w: %s length %d, but the record has %d bytes left", ErrInvalidRecord, what, n, rr.left)
+	}
+	rr.left -= n
+	b, err := rr.src.take(int(n))
+	if err != nil {
+		return nil, underflow(err, what)
+	}
+	if b == nil {
+		b = []byte{}
+	}
 	return b, nil
 }
 
-// checkBufs are the decompression buffers of produce-time key checks;
-// buffers that grew past maxPooledCheck are not kept.
-var checkBufs = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
-
-const maxPooledCheck = 4 << 20
-
-// checkKeys refuses a batch with a record that has no key, for a
-// compacted topic (Kafka's LogValidator.validateKey: INVALID_RECORD).
-func checkKeys(batch []byte, h batchHeader) error {
-	if h.isControl() {
-		return nil
-	}
-	bp := checkBufs.Get().(*[]byte)
-	defer checkBufs.Put(bp)
-	recs, err := decompressInto(*bp, h.compression(), batch[batchHeaderSize:h.size()])
+// headers reads the header count and the headers, returning them encoded.
+func (rr *recordReader) headers() (int, []byte, error) {
+	n, err := rr.varint("header count")
 	if err != nil {
-		return fmt.Errorf("%w: batch at offset %d: %w", ErrInvalidRecord, h.baseOffset, err)
+		return 0, nil, err
 	}
-	if h.compression() != codecNone && cap(recs) <= maxPooledCheck {
-		*bp = recs[:0]
+	if n < 0 || n > rr.left/2 { // a header takes at least two bytes
+		return 0, nil, fmt.Errorf("%w: header count %d with %d bytes left", ErrInvalidRecord, n, rr.left)
 	}
-	return walkRecords(recs, h.numRecords, func(r *Record) error {
-		if r.Key == nil {
-			return fmt.Errorf("%w: Compacted topic cannot accept message without key (record at offset delta %d)", ErrInvalidRecord, r.OffsetDelta)
+	start := rr.src.mark()
+	for i := int64(0); i < n; i++ {
+		k, err := rr.bytes("header key")
+		if err != nil {
+			return 0, nil, err
 		}
-		return nil
-	})
+		if k == nil {
+			return 0, nil, fmt.Errorf("%w: header %d has a null key", ErrInvalidRecord, i)
+		}
+		if _, err := rr.bytes("header value"); err != nil {
+			return 0, nil, err
+		}
+	}
+	return int(n), rr.src.since(start), nil
 }
+
+// readVarint reads a zig-zag varint of at most 10 bytes (Kafka's varlong;
+// varint fields are range-checked by their callers).
+func readVarint(src recordSource, what string) (int64, error) {
+	v, err := binary.ReadVarint(src)
+	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return 0, fmt.Errorf("%w: records end inside a %s", ErrInvalidRecord, what)
+		}
+		if errors.Is(err, ErrCorruptMessage) || errors.Is(err, ErrInvalidRecord) {
+			return 0, err
+		}
+		return 0, fmt.Errorf("%w: %s: %v", ErrInvalidRecord, what, err)
+	}
+	return v, nil
+}
+
+func underflow(err error, what string) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: records end inside a %s", ErrInvalidRecord, what)
+	}
+	return err
+}
+
+// recordSource is where the walker reads records from: the batch's own
+// bytes, or a decompressing stream.
+type recordSource interface {
+	io.ByteReader
+	take(n int) ([]byte, error) // n bytes; nil (not an error) when skipping
+	consumed() int64            // bytes read so far
+	startRecord()               // a new record begins: earlier takes may be reused
+	mark() int64                // a position for since
+	since(mark int64) []byte    // the bytes read from mark (nil when skipping)
+}
+
+// sliceSource reads an uncompressed payload in place.
+type sliceSource struct {
+	b   []byte
+	off int
+}
+
+func (s *sliceSource) left() int { return len(s.b) - s.off }
+
+func (s *sliceSource) ReadByte() (byte, error) {
+	if s.off >= len(s.b) {
+		return 0, io.EOF
+	}
+	c := s.b[s.off]
+	s.off++
+	return c, nil
+}
+
+func (s *sliceSource) take(n int) ([]byte, error) {
+	if n > s.left() {
+		return nil, io.ErrUnexpectedEOF
+	}
+	out := s.b[s.off : s.off+n : s.off+n]
+	s.off += n
+	return out, nil
+}
+
+func (s *sliceSource) consumed() int64      { return int64(s.off) }
+func (s *sliceSource) startRecord()         {}
+func (s *sliceSource) mark() int64          { return int64(s.off) }
+func (s *sliceSource) since(m int64) []byte { return s.b[m:s.off:s.off] }

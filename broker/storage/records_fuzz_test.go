@@ -5,48 +5,49 @@ import (
 	"testing"
 )
 
-// FuzzRecordWalk feeds arbitrary bytes to the record decoder as a batch's
-// records, raw and as every codec's payload. Invariants: no panic, no
-// allocation past maxDecompressed; every record decoded re-encodes to
-// exactly the bytes it came from (so a cleaner rewrite of a kept record
-// is lossless); a produce check on a compacted log never accepts a
-// keyless record.
-func FuzzRecordWalk(f *testing.F) {
+// FuzzCleanerRecordCopy feeds arbitrary bytes to the record walker as a
+// stored (possibly compacted) batch's uncompressed records, and re-encodes
+// every record it accepts with the cleaner's appendRecord. Invariants: no
+// panic; the re-encoded records walk again to the same records (so a
+// cleaner rewrite of a kept record is lossless); a compacted log's produce
+// check refuses any keyless record.
+func FuzzCleanerRecordCopy(f *testing.F) {
 	good := makeKeyed(f, plainKeyed(), kvs("a", "1", "b", "2"))
-	f.Add(good[batchHeaderSize:], int32(2), uint8(0))
-	z := plainKeyed()
-	z.codec = codecZstd
-	f.Add(makeKeyed(f, z, kvs("a", "1"))[batchHeaderSize:], int32(1), uint8(codecZstd))
-	f.Add([]byte{0x02, 0x00}, int32(1), uint8(0))
-	f.Add(bytes.Repeat([]byte{0xff}, 20), int32(3), uint8(codecSnappy))
-	f.Fuzz(func(t *testing.T, payload []byte, n int32, codec uint8) {
-		n = n % 1000
-		recs, err := decompress(int(codec%5), payload)
+	f.Add(good[batchHeaderSize:], int32(2), int32(1))
+	f.Add(good[batchHeaderSize:], int32(2), int32(5))
+	f.Add([]byte{0x02, 0x00}, int32(1), int32(0))
+	f.Add(bytes.Repeat([]byte{0xff}, 20), int32(3), int32(3))
+	f.Fuzz(func(t *testing.T, payload []byte, n, lastDelta int32) {
+		n, lastDelta = n%1000, lastDelta%1000
+		h := batchHeader{numRecords: n, lastOffsetDelta: lastDelta}
+		var recs []Record
+		var enc []byte
+		err := walkSource(&sliceSource{b: payload}, &h, true, func(r Record) error {
+			recs = append(recs, r)
+			enc = appendRecord(enc, &r)
+			return nil
+		})
 		if err != nil {
 			return
 		}
-		err = walkRecords(recs, n, func(r *Record) error {
-			var enc []byte
-			enc = appendRecord(enc, r)
-			back, used, err := decodeRecord(enc)
-			if err != nil || used != len(enc) || !bytes.Equal(back.Key, r.Key) || (back.Key == nil) != (r.Key == nil) ||
-				!bytes.Equal(back.Value, r.Value) || (back.Value == nil) != (r.Value == nil) || !bytes.Equal(back.Headers, r.Headers) {
-				t.Fatalf("record does not survive re-encoding: %+v -> %+v (%v)", r, back, err)
+		i := 0
+		if err := walkSource(&sliceSource{b: enc}, &h, true, func(r Record) error {
+			w := recs[i]
+			i++
+			if !bytes.Equal(r.Key, w.Key) || (r.Key == nil) != (w.Key == nil) || !bytes.Equal(r.Value, w.Value) ||
+				(r.Value == nil) != (w.Value == nil) || r.HeaderCount != w.HeaderCount || !bytes.Equal(r.Headers, w.Headers) ||
+				r.OffsetDelta != w.OffsetDelta || r.TimestampDelta != w.TimestampDelta || r.Attributes != w.Attributes {
+				t.Fatalf("record %d does not survive re-encoding: %+v -> %+v", i, w, r)
 			}
 			return nil
-		})
-		if err == nil && n > 0 {
-			walkRecords(recs, n, func(r *Record) error {
-				if r.Key == nil {
-					h := batchHeader{numRecords: n, attributes: 0}
-					b := append(make([]byte, batchHeaderSize), recs...)
-					h.length = int32(len(b) - lengthPrefix)
-					if checkKeys(b, h) == nil {
-						t.Fatal("checkKeys accepted a keyless record")
-					}
-				}
-				return nil
-			})
+		}); err != nil || i != len(recs) {
+			t.Fatalf("re-encoded records do not walk: %v (%d of %d)", err, i, len(recs))
+		}
+		check := keyCheck(&LogConfig{Compact: true})
+		for _, r := range recs {
+			if r.Key == nil && check(r) == nil {
+				t.Fatal("the compacted produce check accepted a keyless record")
+			}
 		}
 	})
 }

@@ -21,7 +21,7 @@ import (
 // whole and not read at all (their indexes load lazily on first read); the
 // checkpoint segment's prefix is trusted and its index entries below the
 // point are kept. Only the bytes after the point are verified batch by
-// batch (length, magic, CRC-32C, contiguous offsets) and their index
+// batch (length, magic, CRC-32C, the records inside, contiguous offsets) and their index
 // entries and producer state rebuilt; the first batch that fails ends the
 // log there, the file is cut, and any later segment is removed (it cannot
 // follow a hole). So start-up reads what was written since the last
@@ -268,6 +268,10 @@ func (l *Log) scan(seg *segment, pos, next, fileSize, replayFrom int64, cleaned 
 			reason = err.Error()
 			break
 		}
+		if err := l.checkRecords(seg, pos, batch, &h, cleaned); err != nil {
+			reason = err.Error()
+			break
+		}
 		if h.baseOffset != next && !(cleaned && h.baseOffset > next) {
 			reason = fmt.Sprintf("batch offset %d, expected %d", h.baseOffset, next)
 			break
@@ -293,6 +297,18 @@ func (l *Log) scan(seg *segment, pos, next, fileSize, replayFrom int64, cleaned 
 		return false, err
 	}
 	return false, nil
+}
+
+// checkRecords walks the records of a batch recovery has verified the CRC
+// of, as produce does (records.go): a batch whose records disagree with its
+// header ends the log like a torn one. cleaned accepts a compacted batch
+// (cleaner.go). batch is nil for a batch larger than
+// scanWholeLimit, which is streamed from the file.
+func (l *Log) checkRecords(seg *segment, pos int64, batch []byte, h *batchHeader, cleaned bool) error {
+	if batch != nil {
+		return walkRecordsAs(batch, h, cleaned, nil)
+	}
+	return walkStream(io.NewSectionReader(seg.f, pos+batchHeaderSize, int64(h.size())-batchHeaderSize), h, cleaned, nil)
 }
 
 // removeFiles deletes a segment's files by name (no open descriptor).
