@@ -160,7 +160,7 @@ func TestCleanSIGKILLDuringSwap(t *testing.T) {
 }
 
 // checkLatest checks only that every key's latest value is at its offset.
-func checkLatest(t *testing.T, l *Log, want map[string]seen) {
+func checkLatest(t testing.TB, l *Log, want map[string]seen) {
 	t.Helper()
 	last := map[string]seen{}
 	for _, r := range readRecords(t, l) {
