@@ -216,3 +216,29 @@ func TestKgoCompactionTransactions(t *testing.T) {
 	// The transactional producer's sequences still hold after cleaning.
 	runTxn("after-cleaning", true)
 }
+
+func TestDeleteRecordsOnCompactedTopic(t *testing.T) {
+	_, srv := newBroker(t)
+	compactedTopic(t, srv.addr(), "c-only", nil)
+	compactedTopic(t, srv.addr(), "c-and-d", map[string]string{"cleanup.policy": "compact,delete"})
+	cl := newClient(t, srv.addr(), kgo.ProducerLinger(0))
+	for _, topic := range []string{"c-only", "c-and-d"} {
+		if err := cl.ProduceSync(testCtx(t), &kgo.Record{Topic: topic, Key: []byte("k"), Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	adm := kadm.NewClient(cl)
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "c-only", Partition: 0, At: 1})
+	offs.Add(kadm.Offset{Topic: "c-and-d", Partition: 0, At: 1})
+	res, err := adm.DeleteRecords(testCtx(t), offs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res["c-only"][0].Err; !errors.Is(err, kerr.PolicyViolation) {
+		t.Fatalf("DeleteRecords on a compact-only topic: %v, want POLICY_VIOLATION", err)
+	}
+	if r := res["c-and-d"][0]; r.Err != nil || r.LowWatermark != 1 {
+		t.Fatalf("DeleteRecords on a compact,delete topic: %+v", r)
+	}
+}
