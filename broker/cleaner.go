@@ -61,7 +61,7 @@ func (b *Broker) cleanAll(now time.Time, force bool) int {
 			return cleaned
 		default:
 		}
-		res, err := c.p.log.Clean(storage.CleanOptions{Now: now, DedupeBufferBytes: b.cfg.CleanerDedupeBufferBytes, Force: force})
+		res, err := c.p.log.Clean(storage.CleanOptions{Now: now, DedupeBufferBytes: b.cfg.CleanerDedupeBufferBytes, Force: force, Stop: b.stop})
 		if err != nil {
 			b.log.Warn("log cleaner", "partition", c.p.dirName(), "err", err)
 			continue

@@ -63,6 +63,9 @@ type CleanOptions struct {
 	DedupeBufferBytes int64
 	// Force cleans whatever the dirty ratio and lags say (tests).
 	Force bool
+	// Stop, when closed, abandons the run at the next segment (broker
+	// shutdown); its files are removed and the log is unchanged.
+	Stop <-chan struct{}
 }
 
 // CleanResult is what one run did.
@@ -269,7 +272,7 @@ type cleanOutput struct {
 // runClean builds the offset map, writes the cleaned segments and swaps
 // them in.
 func (l *Log) runClean(p *cleanPlan, o CleanOptions) (cleanOutput, error) {
-	m, end, err := l.buildOffsetMap(p, o.DedupeBufferBytes)
+	m, end, err := l.buildOffsetMap(p, o.DedupeBufferBytes, o.Stop)
 	if err != nil {
 		return cleanOutput{}, err
 	}
@@ -282,16 +285,19 @@ func (l *Log) runClean(p *cleanPlan, o CleanOptions) (cleanOutput, error) {
 	var groups []*swapGroup
 	defer func() {
 		for _, g := range groups {
-			if g.seg != nil && !g.swapped {
-				g.seg.closeFiles()
-				removeCleaned(l.dir, g.base)
+			if g.swapped {
+				continue
 			}
+			if g.seg != nil {
+				g.seg.closeFiles()
+			}
+			removeCleaned(l.dir, g.base)
 		}
 	}()
 	for _, r := range groupSegments(p.srcs[:n], p.ends[:n], p.cfg.SegmentBytes) {
 		g := &swapGroup{base: p.srcs[r[0]].base, srcs: p.srcs[r[0]:r[1]]}
 		groups = append(groups, g)
-		if g.seg, err = l.writeCleaned(pass, g, p.ends[r[1]-1], p.cfg); err != nil {
+		if g.seg, err = l.writeCleaned(pass, g, p.ends[r[1]-1], p.cfg, o.Stop); err != nil {
 			return cleanOutput{}, err
 		}
 	}
@@ -364,7 +370,7 @@ func forEachBatch(s *segment, fn func(buf []byte, h batchHeader) error) error {
 // data batches not of an aborted transaction) to its latest offset. It
 // returns the map and the offset it covers up to: plan.end, or the first
 // batch that did not fit.
-func (l *Log) buildOffsetMap(p *cleanPlan, budget int64) (*offsetMap, int64, error) {
+func (l *Log) buildOffsetMap(p *cleanPlan, budget int64, stop <-chan struct{}) (*offsetMap, int64, error) {
 	m := newOffsetMap(budget, p.end-p.firstDirty)
 	end := p.end
 	txns := newTxnTracker(p.aborted)
@@ -373,7 +379,7 @@ func (l *Log) buildOffsetMap(p *cleanPlan, budget int64) (*offsetMap, int64, err
 		if p.ends[i] <= p.firstDirty {
 			continue
 		}
-		if l.isClosed() {
+		if l.stopped(stop) {
 			return nil, 0, errCleanAbandoned
 		}
 		err := forEachBatch(s, func(buf []byte, h batchHeader) error {
@@ -412,6 +418,16 @@ func (l *Log) buildOffsetMap(p *cleanPlan, budget int64) (*offsetMap, int64, err
 	return m, end, nil
 }
 
+// stopped reports whether the run must end: the log closed or o.Stop.
+func (l *Log) stopped(stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	default:
+	}
+	return l.isClosed()
+}
+
 func (l *Log) isClosed() bool {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -429,7 +445,7 @@ func (l *Log) hook(stage string) error {
 
 // writeCleaned writes group g's cleaned segment to its .cleaned files and
 // fsyncs them. next is the offset after the group.
-func (l *Log) writeCleaned(pass *cleanPass, g *swapGroup, next int64, cfg LogConfig) (*segment, error) {
+func (l *Log) writeCleaned(pass *cleanPass, g *swapGroup, next int64, cfg LogConfig, stop <-chan struct{}) (*segment, error) {
 	path := segName(l.dir, g.base, ".log") + cleanedSuffix
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -439,7 +455,7 @@ func (l *Log) writeCleaned(pass *cleanPass, g *swapGroup, next int64, cfg LogCon
 	seg.refs.Store(1)
 	w := bufio.NewWriterSize(f, 256<<10)
 	for _, s := range g.srcs {
-		if l.isClosed() {
+		if l.stopped(stop) {
 			seg.closeFiles()
 			return nil, errCleanAbandoned
 		}

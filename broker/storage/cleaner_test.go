@@ -512,3 +512,30 @@ func TestCleanWhileReadingAndAppending(t *testing.T) {
 		t.Fatalf("retention over cleaned segments left %d segments, start %d", n, l.LogStartOffset())
 	}
 }
+
+func TestCleanStoppedLeavesTheLogAlone(t *testing.T) {
+	dir := t.TempDir()
+	l := openTest(t, dir, compactConfig(), nil)
+	history(t, l, plainKeyed(), 8, 5, nil)
+	before := dirFiles(t, dir)
+	stop := make(chan struct{})
+	close(stop)
+	res, err := l.Clean(CleanOptions{Force: true, Stop: stop})
+	if err != nil || res.Cleaned {
+		t.Fatalf("a stopped run: %+v %v", res, err)
+	}
+	sameSegments(t, "stopped", dirFiles(t, dir), before)
+	// A hook failing after the cleaned files are written: same.
+	l.cleanHook = func(stage string) error {
+		if stage == "cleaned" {
+			return errors.New("injected")
+		}
+		return nil
+	}
+	if _, err := l.Clean(CleanOptions{Force: true}); err == nil {
+		t.Fatal("the injected failure was not reported")
+	}
+	sameSegments(t, "failed", dirFiles(t, dir), before)
+	l.cleanHook = nil
+	mustClean(t, l, CleanOptions{})
+}
