@@ -109,9 +109,10 @@ func (p *cleanPlan) release() {
 	p.srcs = nil
 }
 
-// Clean runs one cleaning of a compacted log if its dirty ratio, its
-// max.compaction.lag.ms or an expired delete horizon call for one (or
-// o.Force). One run at a time per log; a second concurrent call returns
+// Clean runs one cleaning of a compacted log if its dirty ratio is above
+// min.cleanable.dirty.ratio (Kafka's LogCleanerManager compares with >),
+// its max.compaction.lag.ms is exceeded, or a delete horizon it kept has
+// passed (or o.Force). One run at a time per log; a second concurrent call returns
 // at once.
 func (l *Log) Clean(o CleanOptions) (CleanResult, error) {
 	if o.Now.IsZero() {
@@ -183,7 +184,7 @@ func (l *Log) plan(o CleanOptions) (*cleanPlan, float64, error) {
 	ratio := l.dirtyRatioLocked(n)
 	now := o.Now.UnixMilli()
 	due := o.Force ||
-		(p.dirty > 0 && p.firstDirty < p.end && ratio >= cfg.MinCleanableDirtyRatio) ||
+		(p.dirty > 0 && p.firstDirty < p.end && ratio > cfg.MinCleanableDirtyRatio) ||
 		(p.firstDirty < p.end && l.dirtySinceLocked(p.firstDirty) < now-cfg.MaxCompactionLagMs) ||
 		(p.horizonNext > 0 && p.horizonNext <= now)
 	if !due {
@@ -241,7 +242,7 @@ func (l *Log) dirtyRatioLocked(n int) float64 {
 	return float64(dirty) / float64(clean+dirty)
 }
 
-// dirtySinceLocked is the timestamp of the first batch at or after
+// dirtySinceLocked is the timestamp (MaxTimestamp) of the first batch of
 // firstDirty's segment (for max.compaction.lag.ms), or MaxInt64.
 func (l *Log) dirtySinceLocked(firstDirty int64) int64 {
 	i := sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > firstDirty }) - 1
@@ -249,9 +250,8 @@ func (l *Log) dirtySinceLocked(firstDirty int64) int64 {
 		i = 0
 	}
 	s := l.segs[i]
-	if s.firstTs >= 0 {
-		return s.firstTs
-	}
+	// Kafka (KIP-354) uses the first batch's timestamp, not the append
+	// time firstTs holds for segment.ms.
 	if s.size < batchHeaderSize {
 		return math.MaxInt64
 	}

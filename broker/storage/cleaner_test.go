@@ -539,3 +539,36 @@ func TestCleanStoppedLeavesTheLogAlone(t *testing.T) {
 	l.cleanHook = nil
 	mustClean(t, l, CleanOptions{})
 }
+
+// TestCleanHonoursRatioAndLags: min.cleanable.dirty.ratio,
+// min.compaction.lag.ms and max.compaction.lag.ms decide whether a run
+// cleans.
+func TestCleanHonoursRatioAndLags(t *testing.T) {
+	cfg := compactConfig()
+	cfg.MinCleanableDirtyRatio = 0.99
+	l := openTest(t, t.TempDir(), cfg, nil)
+	s := plainKeyed()
+	s.ts = time.Now().Add(-time.Hour).UnixMilli()
+	history(t, l, s, 8, 4, nil)
+	// First run: everything is dirty (ratio 1 > 0.99).
+	if res, err := l.Clean(CleanOptions{}); err != nil || !res.Cleaned {
+		t.Fatalf("dirty ratio 1 did not clean: %+v %v", res, err)
+	}
+	history(t, l, s, 8, 1, nil)
+	if res, err := l.Clean(CleanOptions{}); err != nil || res.Cleaned || res.DirtyRatio <= 0 || res.DirtyRatio > 0.99 {
+		t.Fatalf("a little new data below the ratio cleaned: %+v %v", res, err)
+	}
+	// max.compaction.lag.ms: the dirty records are an hour old.
+	cfg.MaxCompactionLagMs = 60_000
+	l.SetConfig(cfg)
+	if res, err := l.Clean(CleanOptions{}); err != nil || !res.Cleaned {
+		t.Fatalf("max.compaction.lag.ms exceeded did not clean: %+v %v", res, err)
+	}
+	// min.compaction.lag.ms: records younger than two hours stay dirty.
+	cfg.MaxCompactionLagMs, cfg.MinCleanableDirtyRatio, cfg.MinCompactionLagMs = 0, 0, 2*3600_000
+	l.SetConfig(cfg)
+	history(t, l, s, 8, 3, nil)
+	if res, err := l.Clean(CleanOptions{}); err != nil || res.Cleaned {
+		t.Fatalf("records within min.compaction.lag.ms were cleaned: %+v %v", res, err)
+	}
+}
