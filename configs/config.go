@@ -140,6 +140,12 @@ type Broker struct {
 	// Defaults are topic config defaults by Kafka name, stored in Kafka's
 	// own string form (see TopicConfigNames and CanonicalTopicConfig).
 	Defaults map[string]string `yaml:"defaults,omitempty"`
+	// CleanerDedupeBuffer bounds the log cleaner's key -> offset map
+	// (Kafka's log.cleaner.dedupe.buffer.size, 128MiB).
+	CleanerDedupeBuffer Size `yaml:"cleaner_dedupe_buffer"`
+	// CleanerBackoff is how often the log cleaner looks for compacted
+	// partitions to clean (log.cleaner.backoff.ms, 15s).
+	CleanerBackoff Duration `yaml:"cleaner_backoff"`
 }
 
 // Admin configures the HTTP admin server (/metrics, /healthz, /readyz,
@@ -209,6 +215,8 @@ const (
 	DefaultDialTimeout     = Duration(10 * time.Second)
 	DefaultMetadataRefresh = Duration(30 * time.Second)
 	DefaultFsyncInterval   = Duration(50 * time.Millisecond)
+	DefaultCleanerDedupe   = Size(128 << 20)
+	DefaultCleanerBackoff  = Duration(15 * time.Second)
 	DefaultIdleTimeout     = Duration(10 * time.Minute)
 	DefaultFrameTimeout    = Duration(30 * time.Second)
 	DefaultDrainTimeout    = Duration(15 * time.Second)
@@ -228,6 +236,9 @@ func Default() *Config {
 			Fsync:            FsyncAlways,
 			FsyncInterval:    DefaultFsyncInterval,
 			AutoCreateTopics: true,
+
+			CleanerDedupeBuffer: DefaultCleanerDedupe,
+			CleanerBackoff:      DefaultCleanerBackoff,
 		},
 		Admin: Admin{Listen: DefaultAdminListen, UI: AdminUI{Enabled: true}},
 		Limits: Limits{

@@ -286,6 +286,10 @@ func (v *validator) broker() {
 		v.errf("broker.fsync", b.Fsync, "%q: want always, interval or never", b.Fsync)
 	}
 	v.positive("broker.fsync_interval", b.FsyncInterval)
+	v.positive("broker.cleaner_backoff", b.CleanerBackoff)
+	if b.CleanerDedupeBuffer < 1<<20 {
+		v.errf("broker.cleaner_dedupe_buffer", b.CleanerDedupeBuffer, "%s is below 1MiB (default %s)", b.CleanerDedupeBuffer, DefaultCleanerDedupe)
+	}
 	for _, k := range sortedKeys(b.Defaults) {
 		if _, err := CanonicalTopicConfig(k, b.Defaults[k]); err != nil {
 			v.errf("broker.defaults."+k, b.Defaults[k], "%s", err)

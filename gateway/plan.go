@@ -184,6 +184,9 @@ func brokerConfig(cfg *configs.Config, log *slog.Logger) (*broker.Config, error)
 		FsyncInterval:    cfg.Broker.FsyncInterval.D(),
 		AutoCreateTopics: cfg.Broker.AutoCreateTopics,
 		TopicDefaults:    cfg.Broker.Defaults,
-		Logger:           log,
+
+		CleanerDedupeBufferBytes: int64(cfg.Broker.CleanerDedupeBuffer),
+		CleanerBackoff:           cfg.Broker.CleanerBackoff.D(),
+		Logger:                   log,
 	}, nil
 }
