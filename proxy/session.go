@@ -63,6 +63,8 @@ type session struct {
 	upAddr string
 	// built-in mode
 	local LocalConn
+	// single-port mode (route.go): the read loop routes every request
+	tun *tunnel
 
 	mapper mapper
 	subj   policy.Subject // who is asking, for policy decisions
@@ -211,6 +213,13 @@ func (s *session) run() {
 }
 
 func (s *session) connectBackend() error {
+	if o := s.l.opts.SinglePort; o != nil && s.srv.upstreamMode() {
+		t := newTunnel(s, o)
+		if !s.adopt(func() { s.tun = t }) {
+			return net.ErrClosed
+		}
+		return nil
+	}
 	if !s.srv.upstreamMode() {
 		lc := s.srv.opts.Local.NewConn(s.remote)
 		if !s.adopt(func() { s.local = lc }) {
@@ -264,6 +273,9 @@ func (s *session) close(reason closeReason, err error) {
 		if s.up != nil {
 			s.up.Close()
 			s.hooks.UpstreamConns(-1, s.node)
+		}
+		if s.tun != nil {
+			s.tun.close()
 		}
 		if s.local != nil {
 			s.local.Close()
