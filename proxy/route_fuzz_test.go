@@ -1,0 +1,137 @@
+package proxy
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// fuzzTunnel is a tunnel with an empty cluster view and no session, for
+// the merge code (which needs neither sockets nor a session).
+func fuzzTunnel() *tunnel {
+	return &tunnel{view: newClusterView(&Server{nodes: newNodeRegistry()}), virtual: 5}
+}
+
+// fuzzFetchRequest asks for partitions 0-3 of "a" and 0-1 of "b".
+func fuzzFetchRequest(version int16) *kmsg.FetchRequest {
+	r := kmsg.NewPtrFetchRequest()
+	r.SetVersion(version)
+	for name, n := range map[string]int32{"a": 4, "b": 2} {
+		tp := kmsg.NewFetchRequestTopic()
+		tp.Topic = name
+		for p := range n {
+			pp := kmsg.NewFetchRequestTopicPartition()
+			pp.Partition = p
+			tp.Partitions = append(tp.Partitions, pp)
+		}
+		r.Topics = append(r.Topics, tp)
+	}
+	return r
+}
+
+// FuzzSinglePortMergeFetch: two upstream answers (bytes as a broker would
+// send after the correlation id) for parts of one Fetch. A malformed
+// answer is an error, never a panic; a decoded one merges into an answer
+// that lists every requested partition exactly once or more (a broker may
+// repeat one), names only the virtual node, and has session id 0.
+func FuzzSinglePortMergeFetch(f *testing.F) {
+	good := kmsg.NewPtrFetchResponse()
+	good.SetVersion(11)
+	tp := kmsg.NewFetchResponseTopic()
+	tp.Topic = "a"
+	p := kmsg.NewFetchResponseTopicPartition()
+	p.Partition, p.PreferredReadReplica = 1, 2
+	tp.Partitions = append(tp.Partitions, p)
+	good.Topics = append(good.Topics, tp)
+	good.SessionID = 99
+	f.Add(good.AppendTo(nil), []byte{})
+	f.Add([]byte{0, 0, 0, 0}, good.AppendTo(nil))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		req := fuzzFetchRequest(11)
+		parts := map[int32]kmsg.Response{}
+		for i, body := range [][]byte{a, b} {
+			resp, err := decodePartResponse(req, body)
+			if err != nil {
+				return
+			}
+			parts[int32(i)] = resp
+		}
+		out := fuzzTunnel().mergeFetch(req, parts)
+		if out.SessionID != 0 {
+			t.Fatalf("session id %d", out.SessionID)
+		}
+		have := map[string]map[int32]bool{}
+		for _, tp := range out.Topics {
+			if have[tp.Topic] == nil {
+				have[tp.Topic] = map[int32]bool{}
+			}
+			for _, p := range tp.Partitions {
+				have[tp.Topic][p.Partition] = true
+				if p.PreferredReadReplica != -1 || (p.CurrentLeader.LeaderID >= 0 && p.CurrentLeader.LeaderID != 5) {
+					t.Fatalf("partition %s[%d] names node %d / %d", tp.Topic, p.Partition, p.PreferredReadReplica, p.CurrentLeader.LeaderID)
+				}
+			}
+		}
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				if !have[rt.Topic][rp.Partition] {
+					t.Fatalf("merged answer lacks %s[%d]", rt.Topic, rp.Partition)
+				}
+			}
+		}
+		out.AppendTo(nil) // the merged answer encodes
+	})
+}
+
+// FuzzSinglePortMergeProduce: the same for Produce.
+func FuzzSinglePortMergeProduce(f *testing.F) {
+	good := kmsg.NewPtrProduceResponse()
+	good.SetVersion(9)
+	tp := kmsg.NewProduceResponseTopic()
+	tp.Topic = "a"
+	p := kmsg.NewProduceResponseTopicPartition()
+	p.Partition = 0
+	tp.Partitions = append(tp.Partitions, p)
+	good.Topics = append(good.Topics, tp)
+	body := good.AppendTo(nil)
+	f.Add(body, body)
+	f.Add([]byte{0xff}, body)
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(9)
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "a"
+		for i := range int32(3) {
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition = i
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		parts := map[int32]kmsg.Response{}
+		for i, body := range [][]byte{a, b} {
+			resp, err := decodePartResponse(req, body)
+			if err != nil {
+				return
+			}
+			parts[int32(i)] = resp
+		}
+		out := fuzzTunnel().mergeProduce(req, parts)
+		have := map[int32]bool{}
+		for _, tp := range out.Topics {
+			for _, p := range tp.Partitions {
+				if tp.Topic == "a" {
+					have[p.Partition] = true
+				}
+				if id := p.CurrentLeader.LeaderID; id >= 0 && id != 5 {
+					t.Fatalf("leader %d", id)
+				}
+			}
+		}
+		for i := range int32(3) {
+			if !have[i] {
+				t.Fatalf("merged answer lacks a[%d]", i)
+			}
+		}
+		out.AppendTo(nil)
+	})
+}

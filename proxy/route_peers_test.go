@@ -1,0 +1,236 @@
+package proxy_test
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/proxy"
+)
+
+// TestSinglePortTransactions: a kgo consume-transform-produce loop
+// (GroupTransactSession: InitProducerId with a transactional id,
+// AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn) through
+// the one port; a read_committed consumer sees every transformed record
+// once, and the group's offsets cover the input.
+func TestSinglePortTransactions(t *testing.T) {
+	const n = 60
+	c, srv, scan := startSinglePort(t, "in", 6)
+	ctx := ctxT(t, 90*time.Second)
+	adm := kadm.NewClient(newClient(t, srv, nil))
+	if _, err := adm.CreateTopic(ctx, 6, 1, nil, "out"); err != nil {
+		t.Fatal(err)
+	}
+	spreadLeaders(t, c, "out", 6, 3)
+	nodes := countNodes(c, kmsg.Produce, kmsg.Fetch)
+	prod := newClient(t, srv, nil, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	for i := range n {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "in", Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(srv.Addr(0).String()), kgo.Dialer(scan.dial),
+		kgo.TransactionalID("ctp"), kgo.ConsumerGroup("ctp-group"), kgo.ConsumeTopics("in"),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.FetchMaxWait(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	for done := 0; done < n; {
+		fs := sess.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("transformed %d of %d: %v", done, n, ctx.Err())
+		}
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			sess.Produce(ctx, &kgo.Record{Topic: "out", Value: append([]byte("t-"), r.Value...)}, nil)
+			done++
+		})
+		if committed, err := sess.End(ctx, kgo.TryCommit); err != nil || !committed {
+			t.Fatalf("end transaction: committed %v, %v", committed, err)
+		}
+	}
+	got := consumeAll(t, srv, scan, "out", n, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	for i := range n {
+		if got[fmt.Sprintf("t-%d", i)] != 1 {
+			t.Errorf("t-%d read %d times", i, got[fmt.Sprintf("t-%d", i)])
+		}
+	}
+	offs, err := adm.FetchOffsets(ctx, "ctp-group")
+	if err != nil || offs.Error() != nil {
+		t.Fatalf("fetch offsets: %v %v", err, offs.Error())
+	}
+	var sum int64
+	offs.Each(func(o kadm.OffsetResponse) { sum += o.At })
+	if sum != n {
+		t.Errorf("group offsets sum to %d, want %d", sum, n)
+	}
+	nodes.assertAll(t, 3)
+	scan.assertClean(t)
+}
+
+// consumeAll reads topic from the start until want records arrived and
+// returns how often each value was read.
+func consumeAll(t *testing.T, srv *proxy.Server, scan *nodeScanner, topic string, want int, opts ...kgo.Opt) map[string]int {
+	t.Helper()
+	ctx := ctxT(t, 60*time.Second)
+	opts = append([]kgo.Opt{kgo.SeedBrokers(srv.Addr(0).String()), kgo.Dialer(scan.dial), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(300 * time.Millisecond)}, opts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got, total := map[string]int{}, 0
+	for total < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%s: read %d of %d", topic, total, want)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got[string(r.Value)]++; total++ })
+	}
+	return got
+}
+
+// TestSinglePortLeaderMove: an idempotent producer keeps producing while
+// every partition's leader moves between the three brokers; every record
+// arrives exactly once (the NOT_LEADER_OR_FOLLOWER answers refresh the
+// gateway's view and are retried by the client against the same node).
+func TestSinglePortLeaderMove(t *testing.T) {
+	const parts, n = 6, 300
+	c, srv, scan := startSinglePort(t, "mv", parts)
+	ctx := ctxT(t, 90*time.Second)
+	prod := newClient(t, srv, nil, kgo.Dialer(scan.dial), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	moves := 0
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for round := 1; ; round++ {
+			moves = round - 1
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			for p := range int32(parts) {
+				_ = c.MoveTopicPartition("mv", p, (p+int32(round))%3)
+			}
+		}
+	}()
+	for i := range n {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "mv", Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("produce %d during leader moves: %v", i, err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if moves < 2 {
+		t.Fatalf("only %d rounds of leader moves happened while producing", moves)
+	}
+	got := consumeAll(t, srv, scan, "mv", n)
+	for i := range n {
+		if got[fmt.Sprint(i)] != 1 {
+			t.Errorf("record %d read %d times", i, got[fmt.Sprint(i)])
+		}
+	}
+	scan.assertClean(t)
+}
+
+// TestSinglePortSarama: IBM/sarama learns one broker at the gateway and
+// produces and consumes across partitions led by three brokers.
+func TestSinglePortSarama(t *testing.T) {
+	c, srv, _ := startSinglePort(t, "sps", 3)
+	nodes := countNodes(c, kmsg.Produce)
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V3_6_0_0
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Partitioner = sarama.NewRoundRobinPartitioner
+	cl, err := sarama.NewClient([]string{srv.Addr(0).String()}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if bs := cl.Brokers(); len(bs) != 1 || bs[0].ID() != testVirtual || bs[0].Addr() != srv.Addr(0).String() {
+		t.Fatalf("sarama learned %d brokers (first %d at %s), want only the virtual node", len(bs), bs[0].ID(), bs[0].Addr())
+	}
+	prod, err := sarama.NewSyncProducerFromClient(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	const n = 30
+	for i := range n {
+		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: "sps", Partition: -1, Value: sarama.StringEncoder(fmt.Sprint(i))}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	cons, err := sarama.NewConsumerFromClient(cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	got := 0
+	for p := range int32(3) {
+		pc, err := cons.ConsumePartition("sps", p, sarama.OffsetOldest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range n / 3 {
+			select {
+			case <-pc.Messages():
+				got++
+			case err := <-pc.Errors():
+				t.Fatalf("sarama consumer: %v", err)
+			case <-time.After(20 * time.Second):
+				t.Fatalf("partition %d: nothing for 20s after %d records", p, got)
+			}
+		}
+		pc.Close()
+	}
+	if got != n {
+		t.Fatalf("sarama consumed %d, want %d", got, n)
+	}
+	nodes.assertAll(t, 3)
+}
+
+// TestSinglePortKcat: librdkafka lists one broker (the virtual node at
+// the gateway), produces and consumes through the one port.
+func TestSinglePortKcat(t *testing.T) {
+	c, srv, _ := startSinglePort(t, "spk", 3)
+	nodes := countNodes(c, kmsg.Produce)
+	addr := srv.Addr(0).String()
+	meta := kcatRun(t, "", "-b", addr, "-L")
+	brokers := regexp.MustCompile(`broker (\d+) at ([0-9.:]+)`).FindAllStringSubmatch(meta, -1)
+	if len(brokers) != 1 || brokers[0][1] != fmt.Sprint(testVirtual) || brokers[0][2] != addr {
+		t.Fatalf("kcat -L: want only broker %d at %s:\n%s", testVirtual, addr, meta)
+	}
+	var lines []string
+	for i := range 60 {
+		lines = append(lines, fmt.Sprintf("line-%02d", i))
+	}
+	kcatRun(t, strings.Join(lines, "\n")+"\n", "-b", addr, "-t", "spk", "-P", "-X", "acks=all", "-X", "partitioner=random")
+	out := kcatRun(t, "", "-b", addr, "-t", "spk", "-C", "-o", "beginning", "-e", "-q")
+	got := strings.Fields(out)
+	sort.Strings(got)
+	if strings.Join(got, " ") != strings.Join(lines, " ") {
+		t.Fatalf("kcat consumed %d records, want %d:\n%s", len(got), len(lines), out)
+	}
+	nodes.assertAll(t, 3)
+}
