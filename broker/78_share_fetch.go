@@ -48,7 +48,7 @@ import (
 //   PartitionMaxBytes
 // * v2: ShareAcquireMode, IsRenewAck, renew acknowledgements (KIP-1222)
 
-func init() { regKey(78, 1, 2, handleShareFetch) }
+func init() { regKey(int16(kmsg.ShareFetch), 1, 2, handleShareFetch) }
 
 // partID names a partition by topic id, as share requests do.
 type partID struct {
