@@ -23,7 +23,9 @@ import (
 // * An unknown topic is UNKNOWN_TOPIC_OR_PARTITION; AuthorizedOperations
 //   is INT32_MIN (the gateway authorizes).
 
-func init() { regKey(int16(kmsg.DescribeTopicPartitions), 0, 0, syncHandler(handleDescribeTopicPartitions)) }
+func init() {
+	regKey(int16(kmsg.DescribeTopicPartitions), 0, 0, syncHandler(handleDescribeTopicPartitions))
+}
 
 // maxDescribePartitions is Kafka's max.request.partition.size.limit.
 const maxDescribePartitions = 2000

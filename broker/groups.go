@@ -218,7 +218,7 @@ func (g *group) removeLocked() <-chan error {
 		delete(g.c.gs, g.name)
 	}
 	g.c.mu.Unlock()
-	es := []journalEntry{{groupKey(g.name), nil}, g.c.forgetCG(g.name)}
+	es := append([]journalEntry{{groupKey(g.name), nil}}, g.c.forgetCG(g.name)...)
 	for t, ps := range g.offsets {
 		for p := range ps {
 			es = append(es, journalEntry{offsetKey(g.name, t, p), nil})
@@ -735,6 +735,10 @@ func (c *coordinator) load(entries []journalEntry) error {
 			}
 		case strings.HasPrefix(e.key, consumerGroupKeyPrefix):
 			if err := c.loadConsumerGroup(e); err != nil {
+				return err
+			}
+		case strings.HasPrefix(e.key, consumerMemberKeyPrefix):
+			if err := c.loadConsumerMember(e); err != nil {
 				return err
 			}
 		case strings.HasPrefix(e.key, groupConfigKeyPrefix):
