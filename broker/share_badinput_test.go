@@ -173,3 +173,42 @@ func FuzzShareAcknowledgements(f *testing.F) {
 		}
 	})
 }
+
+// TestShareGroupIsNotForCommits: OffsetCommit to a share group's id is
+// GROUP_ID_NOT_FOUND, and ListGroups reports the group as type share.
+func TestShareGroupIsNotForCommits(t *testing.T) {
+	b, srv := newBroker(t)
+	createTopic(t, srv.addr(), "nc", 1, nil)
+	c := b.NewConn("test")
+	defer c.Close()
+	sh := kmsg.NewPtrShareGroupHeartbeatRequest()
+	sh.Version, sh.GroupID, sh.MemberID, sh.SubscribedTopicNames = 1, "sgc", "member-1", []string{"nc"}
+	if r := mustCall[*kmsg.ShareGroupHeartbeatResponse](t, c, sh); r.ErrorCode != 0 || r.Assignment == nil || len(r.Assignment.TopicPartitions) != 1 {
+		t.Fatalf("share join: %v %+v", kerr.ErrorForCode(r.ErrorCode), r.Assignment)
+	}
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Version, oc.Group, oc.Generation = 8, "sgc", -1
+	ot := kmsg.NewOffsetCommitRequestTopic()
+	ot.Topic = "nc"
+	ot.Partitions = []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}
+	oc.Topics = append(oc.Topics, ot)
+	if r := mustCall[*kmsg.OffsetCommitResponse](t, c, oc); r.Topics[0].Partitions[0].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("commit to a share group: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
+	lg := kmsg.NewPtrListGroupsRequest()
+	lg.Version, lg.TypesFilter = 5, []string{"share"}
+	r := mustCall[*kmsg.ListGroupsResponse](t, c, lg)
+	if len(r.Groups) != 1 || r.Groups[0].Group != "sgc" || r.Groups[0].GroupType != "share" || r.Groups[0].GroupState != "Stable" {
+		t.Fatalf("ListGroups types=share: %+v", r.Groups)
+	}
+	d := kmsg.NewPtrShareGroupDescribeRequest()
+	d.Version, d.GroupIDs = 1, []string{"sgc", "nope"}
+	dr := mustCall[*kmsg.ShareGroupDescribeResponse](t, c, d)
+	if g := dr.Groups[0]; g.ErrorCode != 0 || len(g.Members) != 1 || g.Members[0].MemberID != "member-1" || g.Assignor != "simple" ||
+		len(g.Members[0].Assignment.TopicPartitions) != 1 || g.Members[0].Assignment.TopicPartitions[0].Topic != "nc" {
+		t.Fatalf("describe: %+v", g)
+	}
+	if dr.Groups[1].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("describe unknown: %v", kerr.ErrorForCode(dr.Groups[1].ErrorCode))
+	}
+}
