@@ -303,10 +303,11 @@ func regKey(key, min, max int16, h handler) {
 // connection's produce requests land in order; slow completions (fsync
 // waits, long polls) call done later from another goroutine.
 //
-// NOTE: a Produce request's body (key 0) is the gateway's pooled buffer:
-// nothing may keep a reference to it (or to slices of it, such as the
-// decoded record batches) after Handle returns. Appends happen inside
-// Handle, and the durability wait works on the response alone.
+// Buffer ownership is wire.Request's rule: a Produce body
+// (wire.BodyReused) is the gateway's pooled buffer, so nothing may keep a
+// reference to it (or to the decoded record batches) after Handle returns.
+// Appends happen inside Handle, and the durability wait works on the
+// response alone.
 func (c *Conn) Handle(req *wire.Request, done func(wire.Body, error)) {
 	e, ok := registry[req.Key]
 	if !ok {

@@ -253,7 +253,6 @@ func (s *session) finishUnanswered(h wire.RequestHeader, obs observed) {
 		obs.rec.Decision, obs.rec.Rule = audit.Denied, obs.rule
 		s.srv.opts.Audit.Log(obs.rec)
 	}
-	putFrame(obs.frame)
 }
 
 // mute stops reading the client for d after the current request, the
@@ -316,7 +315,7 @@ func (s *session) chargeFetchBytes() {
 	if eng == nil {
 		return
 	}
-	if d, _ := eng.OnResponse(&s.subj, 1, int(n), time.Now()); d > 0 {
+	if d, _ := eng.OnResponse(&s.subj, apis.Fetch, int(n), time.Now()); d > 0 {
 		s.mute(d)
 	}
 }
