@@ -29,7 +29,8 @@ import (
 //   all or nothing: AcknowledgeErrorCode INVALID_RECORD_STATE if any
 //   offset is not acquired by this member, INVALID_REQUEST for a bad
 //   batch); the response waits until they are durable in the coordinator
-//   journal. Acknowledgements in a request opening a session (epoch 0)
+//   journal. Acquisitions are written too but not waited for (a crash may
+//   leave a delivery uncounted; the record is delivered again). Acknowledgements in a request opening a session (epoch 0)
 //   are INVALID_REQUEST.
 // * IsRenewAck (v2): acknowledgements only, renew (type 4) allowed; any
 //   fetch limit set or a partition without acknowledgements is
@@ -103,7 +104,13 @@ func handleShareFetch(c *Conn, kreq kmsg.Request, r reply) {
 	} else if sf.sess != nil {
 		sf.sess.bump()
 	}
-	sf.waits = append(sf.waits, g.persistShareParts())
+	durable := g.persistShareParts()
+	if hasShareFetchAcks(req) || req.ShareSessionEpoch == -1 {
+		// Only acknowledgements (and a close's releases) are promised
+		// durable; a crash after an acquisition at worst delivers the
+		// record again without counting that delivery.
+		sf.waits = append(sf.waits, durable)
+	}
 	g.mu.Unlock()
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
 	if total > 0 || maxWait <= 0 || sf.sess == nil || req.IsRenewAck || len(sf.sess.parts) == 0 {
@@ -448,7 +455,7 @@ func (sf *shareFetch) longPoll(g *group, maxWait time.Duration, r reply) {
 		total := int32(0)
 		if !g.dead && g.sg != nil && g.sg.sessions[sf.member] == sf.sess {
 			total = sf.acquire(g)
-			sf.waits = append(sf.waits, g.persistShareParts())
+			g.persistShareParts() // acquisitions: not waited for (see handleShareFetch)
 		}
 		g.mu.Unlock()
 		if total > 0 {
