@@ -55,6 +55,7 @@ func handleShareGroupHeartbeat(c *Conn, req *kmsg.ShareGroupHeartbeatRequest) (k
 		return fail(kerr.GroupIDNotFound, "group "+req.GroupID+" does not exist")
 	}
 	defer g.mu.Unlock()
+	defer g.persistSG() // share_groups_journal.go
 	if g.sg == nil && (!joining || !g.becomeShare()) {
 		return fail(kerr.GroupIDNotFound, "group "+req.GroupID+" is not a share group")
 	}

@@ -226,6 +226,7 @@ func (g *group) removeLocked() <-chan error {
 	}
 	g.offsets = map[string]map[int32]committed{}
 	if g.sg != nil {
+		es = append(es, journalEntry{shareGroupKeyPrefix + g.name, nil})
 		for tp := range g.sg.parts {
 			es = append(es, journalEntry{sharePartKey(g.name, tp), nil})
 		}
@@ -729,6 +730,10 @@ func (c *coordinator) load(entries []journalEntry) error {
 				c.gs[parts[0]] = g
 			}
 			g.setOffset(parts[1], int32(p), oc)
+		case strings.HasPrefix(e.key, shareGroupKeyPrefix):
+			if err := c.loadShareGroup(e); err != nil {
+				return err
+			}
 		case strings.HasPrefix(e.key, shareGroupPartitionKeyPrefix):
 			if err := c.loadSharePart(e); err != nil {
 				return err

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -210,5 +211,65 @@ func TestShareGroupIsNotForCommits(t *testing.T) {
 	}
 	if dr.Groups[1].ErrorCode != kerr.GroupIDNotFound.Code {
 		t.Fatalf("describe unknown: %v", kerr.ErrorForCode(dr.Groups[1].ErrorCode))
+	}
+}
+
+// TestShareMembershipSurvivesRestart: share-group members keep their ids,
+// epochs and assignments across a restart; their share sessions do not
+// (SHARE_SESSION_NOT_FOUND, then a new session works).
+func TestShareMembershipSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	b := openBroker(t, dir)
+	s, _ := b.checkCreate("mr", 2, 1, nil)
+	tp, err := b.createTopic(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.NewConn("test")
+	hb := func(c *Conn, member string, epoch int32, topics []string) *kmsg.ShareGroupHeartbeatResponse {
+		req := kmsg.NewPtrShareGroupHeartbeatRequest()
+		req.Version, req.GroupID, req.MemberID, req.MemberEpoch, req.SubscribedTopicNames = 1, "msg", member, epoch, topics
+		return mustCall[*kmsg.ShareGroupHeartbeatResponse](t, c, req)
+	}
+	epochs := map[string]int32{}
+	for _, id := range []string{"m-a", "m-b"} {
+		r := hb(c, id, 0, []string{"mr"})
+		if r.ErrorCode != 0 {
+			t.Fatal(kerr.ErrorForCode(r.ErrorCode))
+		}
+		epochs[id] = r.MemberEpoch
+	}
+	for id, e := range epochs { // settle both at the group epoch
+		epochs[id] = hb(c, id, e, nil).MemberEpoch
+	}
+	if r := shareConnFetch(t, c, "msg", "m-a", 0, tp.id, nil); r.ErrorCode != 0 {
+		t.Fatal(kerr.ErrorForCode(r.ErrorCode))
+	}
+	describe := func(b *Broker) string {
+		g := b.groups.lock("msg", false)
+		defer g.mu.Unlock()
+		return fmt.Sprint(g.sg.epoch, g.sg.members["m-a"].assigned, g.sg.members["m-b"].assigned)
+	}
+	before := describe(b)
+	c.Close()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b2 := openBroker(t, dir)
+	c2 := b2.NewConn("test")
+	defer c2.Close()
+	if after := describe(b2); after != before {
+		t.Fatalf("after restart %s, before %s", after, before)
+	}
+	for id, e := range epochs {
+		if r := hb(c2, id, e, nil); r.ErrorCode != 0 || r.MemberEpoch != e || r.Assignment != nil {
+			t.Fatalf("%s after restart: %v epoch %d (want %d), assignment %v", id, kerr.ErrorForCode(r.ErrorCode), r.MemberEpoch, e, r.Assignment)
+		}
+	}
+	if r := shareConnFetch(t, c2, "msg", "m-a", 1, tp.id, nil); r.ErrorCode != kerr.ShareSessionNotFound.Code {
+		t.Fatalf("old share session after restart: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := shareConnFetch(t, c2, "msg", "m-a", 0, tp.id, nil); r.ErrorCode != 0 {
+		t.Fatalf("new share session after restart: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 }
