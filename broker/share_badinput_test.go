@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-kafka/tollgate/wire"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -272,4 +273,39 @@ func TestShareMembershipSurvivesRestart(t *testing.T) {
 	if r := shareConnFetch(t, c2, "msg", "m-a", 0, tp.id, nil); r.ErrorCode != 0 {
 		t.Fatalf("new share session after restart: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
+}
+
+// shareFuzzKeys are the share-group keys FuzzShareRequests sends.
+var shareFuzzKeys = []kmsg.Request{
+	kmsg.NewPtrShareGroupHeartbeatRequest(), kmsg.NewPtrShareGroupDescribeRequest(), kmsg.NewPtrShareFetchRequest(),
+	kmsg.NewPtrShareAcknowledgeRequest(), kmsg.NewPtrDescribeShareGroupOffsetsRequest(),
+	kmsg.NewPtrAlterShareGroupOffsetsRequest(), kmsg.NewPtrDeleteShareGroupOffsetsRequest(),
+	kmsg.NewPtrDescribeProducersRequest(), kmsg.NewPtrDescribeTopicPartitionsRequest(),
+}
+
+// FuzzShareRequests hands arbitrary bodies for the share-group keys,
+// DescribeProducers and DescribeTopicPartitions to one broker: each is
+// answered or closes the connection, never panics, and the broker keeps
+// serving.
+func FuzzShareRequests(f *testing.F) {
+	b := openBroker(f, f.TempDir())
+	s, _ := b.checkCreate("fz", 2, 1, nil)
+	tp, err := b.createTopic(s)
+	if err != nil {
+		f.Fatal(err)
+	}
+	fetch := kmsg.NewPtrShareFetchRequest()
+	fetch.Version, fetch.GroupID, fetch.MemberID = 2, kmsg.StringPtr("fg"), kmsg.StringPtr("m")
+	fetch.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: tp.id, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0}}}}
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.Version, hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = 1, "fg", "m", []string{"fz"}
+	f.Add(uint8(2), int16(2), fetch.AppendTo(nil))
+	f.Add(uint8(0), int16(1), hb.AppendTo(nil))
+	f.Add(uint8(8), int16(0), kmsg.NewPtrDescribeTopicPartitionsRequest().AppendTo(nil))
+	f.Fuzz(func(t *testing.T, which uint8, version int16, body []byte) {
+		req := shareFuzzKeys[int(which)%len(shareFuzzKeys)]
+		c := b.NewConn("fuzz")
+		defer c.Close() // ends a long poll the body asked for
+		c.Handle(&wire.Request{Key: req.Key(), Version: version, Body: body}, func(wire.Body, error) {})
+	})
 }
