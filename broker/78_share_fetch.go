@@ -42,6 +42,8 @@ import (
 // * read_committed (share.isolation.level): records up to the last stable
 //   offset; aborted transactional batches are archived, never delivered.
 // * A group id in use by a classic or consumer group is GROUP_ID_NOT_FOUND.
+// * At most 2000 share sessions are open (group.share.max.share.sessions);
+//   opening one more is SHARE_SESSION_LIMIT_REACHED.
 //
 // Version notes:
 // * v0 (Kafka 4.0 early access) was removed in Kafka 4.1.
@@ -176,7 +178,9 @@ func (sf *shareFetch) session(g *group) int16 {
 		}
 		return 0
 	case req.ShareSessionEpoch == 0:
-		sf.sess = g.openShareSession(sf.c, sf.member)
+		if sf.sess = g.openShareSession(sf.c, sf.member); sf.sess == nil {
+			return kerr.ShareSessionLimitReached.Code
+		}
 	case cur == nil:
 		return kerr.ShareSessionNotFound.Code
 	case cur.epoch != req.ShareSessionEpoch:

@@ -226,6 +226,10 @@ func (g *group) removeLocked() <-chan error {
 	}
 	g.offsets = map[string]map[int32]committed{}
 	if g.sg != nil {
+		for range g.sg.sessions {
+			g.c.shareConns.release()
+		}
+		g.sg.sessions = map[string]*shareSession{}
 		es = append(es, journalEntry{shareGroupKeyPrefix + g.name, nil})
 		for tp := range g.sg.parts {
 			es = append(es, journalEntry{sharePartKey(g.name, tp), nil})

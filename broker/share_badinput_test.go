@@ -309,3 +309,33 @@ func FuzzShareRequests(f *testing.F) {
 		c.Handle(&wire.Request{Key: req.Key(), Version: version, Body: body}, func(wire.Body, error) {})
 	})
 }
+
+// TestShareSessionLimit: sessions past group.share.max.share.sessions are
+// refused with SHARE_SESSION_LIMIT_REACHED; closing one makes room, and a
+// member reopening its session does not use a second slot.
+func TestShareSessionLimit(t *testing.T) {
+	b := openBroker(t, t.TempDir())
+	s, _ := b.checkCreate("sl", 1, 1, nil)
+	tp, err := b.createTopic(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.NewConn("test")
+	for i := range maxShareSessions {
+		if r := shareConnFetch(t, c, "slg", fmt.Sprint("m-", i), 0, tp.id, nil); r.ErrorCode != 0 {
+			t.Fatalf("session %d: %v", i, kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+	if r := shareConnFetch(t, c, "slg", "m-0", 0, tp.id, nil); r.ErrorCode != 0 {
+		t.Fatalf("reopening a session at the limit: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := shareConnFetch(t, c, "slg", "one-too-many", 0, tp.id, nil); r.ErrorCode != kerr.ShareSessionLimitReached.Code {
+		t.Fatalf("session past the limit: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	c.Close() // ends all of them
+	c2 := b.NewConn("test2")
+	defer c2.Close()
+	if r := shareConnFetch(t, c2, "slg", "one-too-many", 0, tp.id, nil); r.ErrorCode != 0 {
+		t.Fatalf("after the connection closed: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
