@@ -99,11 +99,12 @@ func handleShareFetch(c *Conn, kreq kmsg.Request, r reply) {
 		return
 	}
 	sf.applyAcks(g)
-	total := int32(0)
-	if sf.sess != nil && !req.IsRenewAck {
-		total = sf.acquire(g)
-		sf.sess.bump()
-	} else if sf.sess != nil {
+	total, canWait := int32(0), false
+	if sf.sess != nil {
+		if !req.IsRenewAck {
+			total = sf.acquire(g)
+			canWait = len(sf.sess.parts) > 0
+		}
 		sf.sess.bump()
 	}
 	durable := g.persistShareParts()
@@ -115,7 +116,7 @@ func handleShareFetch(c *Conn, kreq kmsg.Request, r reply) {
 	}
 	g.mu.Unlock()
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
-	if total > 0 || maxWait <= 0 || sf.sess == nil || req.IsRenewAck || len(sf.sess.parts) == 0 {
+	if total > 0 || maxWait <= 0 || !canWait {
 		sf.reply(r)
 		return
 	}
