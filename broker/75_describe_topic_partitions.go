@@ -49,7 +49,10 @@ func handleDescribeTopicPartitions(c *Conn, req *kmsg.DescribeTopicPartitionsReq
 		if len(req.Topics) > 0 && (i == len(names) || names[i] != cur.Topic) {
 			return nil, ErrMalformedRequest
 		}
-		names, startPart = names[i:], max(cur.Partition, 0)
+		names = names[i:]
+		if len(names) > 0 && names[0] == cur.Topic {
+			startPart = max(cur.Partition, 0) // else the cursor's topic is gone: start at the next one
+		}
 	}
 	limit := int(req.ResponsePartitionLimit)
 	if limit <= 0 || limit > maxDescribePartitions {
