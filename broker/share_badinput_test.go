@@ -339,3 +339,64 @@ func TestShareSessionLimit(t *testing.T) {
 		t.Fatalf("after the connection closed: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 }
+
+// TestGroupConfigsBadInput: unknown names, bad values, list operations and
+// empty group ids are refused with Kafka's codes and change nothing; a good
+// change is described with source GROUP_CONFIG and survives a restart.
+func TestGroupConfigsBadInput(t *testing.T) {
+	dir := t.TempDir()
+	b := openBroker(t, dir)
+	c := b.NewConn("test")
+	alter := func(c *Conn, group string, op kmsg.IncrementalAlterConfigOp, name string, value *string) int16 {
+		req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+		res := kmsg.NewIncrementalAlterConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+		res.Configs = []kmsg.IncrementalAlterConfigsRequestResourceConfig{{Name: name, Op: op, Value: value}}
+		req.Resources = append(req.Resources, res)
+		return mustCall[*kmsg.IncrementalAlterConfigsResponse](t, c, req).Resources[0].ErrorCode
+	}
+	set := kmsg.IncrementalAlterConfigOpSet
+	for _, tc := range []struct {
+		group, name string
+		op          kmsg.IncrementalAlterConfigOp
+		value       *string
+		want        *kerr.Error
+	}{
+		{"g", "share.auto.offset.reset", set, kmsg.StringPtr("middle"), kerr.InvalidConfig},
+		{"g", "share.auto.offset.reset", set, kmsg.StringPtr("by_duration:P1X"), kerr.InvalidConfig},
+		{"g", "share.record.lock.duration.ms", set, kmsg.StringPtr("10"), kerr.InvalidConfig},
+		{"g", "share.record.lock.duration.ms", set, kmsg.StringPtr("NaN"), kerr.InvalidConfig},
+		{"g", "share.delivery.count.limit", set, kmsg.StringPtr("99"), kerr.InvalidConfig},
+		{"g", "no.such.config", set, kmsg.StringPtr("1"), kerr.InvalidConfig},
+		{"g", "share.isolation.level", set, nil, kerr.InvalidRequest},
+		{"g", "share.isolation.level", kmsg.IncrementalAlterConfigOpAppend, kmsg.StringPtr("read_committed"), kerr.InvalidConfig},
+		{"", "share.isolation.level", set, kmsg.StringPtr("read_committed"), kerr.InvalidGroupID},
+	} {
+		if got := alter(c, tc.group, tc.op, tc.name, tc.value); got != tc.want.Code {
+			t.Fatalf("%+v: %v, want %v", tc, kerr.ErrorForCode(got), tc.want)
+		}
+	}
+	if got := alter(c, "g", set, "share.auto.offset.reset", kmsg.StringPtr("by_duration:PT1H30M")); got != 0 {
+		t.Fatal(kerr.ErrorForCode(got))
+	}
+	c.Close()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b2 := openBroker(t, dir)
+	c2 := b2.NewConn("test")
+	defer c2.Close()
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.Version = 4 // Source is v1+
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "g"
+	req.Resources = append(req.Resources, res)
+	got := map[string]string{}
+	for _, cf := range mustCall[*kmsg.DescribeConfigsResponse](t, c2, req).Resources[0].Configs {
+		got[cf.Name] = fmt.Sprint(*cf.Value, "/", cf.Source)
+	}
+	if got["share.auto.offset.reset"] != "by_duration:PT1H30M/GROUP_CONFIG" || got["share.record.lock.duration.ms"] != "30000/DEFAULT_CONFIG" ||
+		got["share.delivery.count.limit"] != "5/DEFAULT_CONFIG" || got["share.isolation.level"] != "read_uncommitted/DEFAULT_CONFIG" {
+		t.Fatalf("described after restart: %v", got)
+	}
+}
