@@ -203,6 +203,11 @@ func TestShareGroupIsNotForCommits(t *testing.T) {
 	if len(r.Groups) != 1 || r.Groups[0].Group != "sgc" || r.Groups[0].GroupType != "share" || r.Groups[0].GroupState != "Stable" {
 		t.Fatalf("ListGroups types=share: %+v", r.Groups)
 	}
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Version, dg.Groups = 5, []string{"sgc"}
+	if g := mustCall[*kmsg.DescribeGroupsResponse](t, c, dg).Groups[0]; g.ErrorCode != 0 || g.ProtocolType != "share" || g.State != "Stable" {
+		t.Fatalf("DescribeGroups of a share group: %+v", g)
+	}
 	d := kmsg.NewPtrShareGroupDescribeRequest()
 	d.Version, d.GroupIDs = 1, []string{"sgc", "nope"}
 	dr := mustCall[*kmsg.ShareGroupDescribeResponse](t, c, d)
