@@ -51,14 +51,16 @@ type connIdent struct {
 }
 
 // publishIdent stores the session's identity for Connections when it
-// changed. Read loop only (it owns the fields it copies).
-func (s *session) publishIdent() {
+// changed: the client id of the request being read (clientID), the
+// principal and the client software. Read loop only (it owns the fields
+// it copies); called for every request from stageObserve.
+func (s *session) publishIdent(clientID []byte) {
 	cur := s.ident.Load()
-	if cur != nil && cur.clientID == s.subj.ClientID && cur.principal == s.subj.Principal &&
+	if cur != nil && cur.clientID == string(clientID) && cur.principal == s.subj.Principal &&
 		cur.softwareName == s.softwareName && cur.softwareVersion == s.softwareVersion {
-		return
+		return // no allocation: string(clientID) in a comparison does not copy
 	}
-	s.ident.Store(&connIdent{s.subj.ClientID, s.subj.Principal, s.softwareName, s.softwareVersion})
+	s.ident.Store(&connIdent{string(clientID), s.subj.Principal, s.softwareName, s.softwareVersion})
 }
 
 // Connections lists the open client connections, oldest first.
