@@ -25,6 +25,12 @@ deps:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }
 	$(GO) mod download
+	@# the egress tests tunnel through real forward proxies: tinyproxy
+	@# (HTTP CONNECT) and dante-server (danted, SOCKS5)
+	@{ command -v tinyproxy && command -v danted; } >/dev/null 2>&1 || { \
+	  echo "installing tinyproxy dante-server"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq tinyproxy dante-server; }
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -30,7 +30,7 @@ func TestParseErrors(t *testing.T) {
 		{"advertise wildcard", "listeners:\n  - advertise: 0.0.0.0\n", "2:16", "listeners[0].advertise", "clients cannot connect to a wildcard"},
 		{"advertise port 0", "listeners:\n  - advertise: gw:0\n", "2:16", "listeners[0].advertise", "port 0 is out of range 1-65535"},
 		{"advertise no host", "listeners:\n  - advertise: \":9092\"\n", "2:16", "listeners[0].advertise", "has no host"},
-		{"brokers sni", "listeners:\n  - brokers: sni\n", "2:14", "listeners[0].brokers", `"sni" is not supported yet`},
+		{"brokers sni without section", "listeners:\n  - brokers: sni\n", "2:5", "listeners[0].sni", `needs an sni section`},
 		{"brokers single-port", "listeners:\n  - brokers: single-port\n", "2:14", "listeners[0].brokers", `"single-port" is not supported yet`},
 		{"brokers unknown", "listeners:\n  - brokers: many\n", "2:14", "listeners[0].brokers", `"many" is not a broker addressing mode`},
 		{"base range", "listeners:\n  - broker_port_base: 70000\n", "2:23", "listeners[0].broker_port_base", "70000 is out of range 0-65535"},

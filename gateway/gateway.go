@@ -258,7 +258,8 @@ func (s brokerStats) Partitions() []metrics.PartitionStat {
 	out := make([]metrics.PartitionStat, len(ps))
 	for i, p := range ps {
 		out[i] = metrics.PartitionStat{Topic: p.Topic, Partition: p.Partition,
-			LogStartOffset: p.LogStartOffset, LogEndOffset: p.LogEndOffset, SizeBytes: p.SizeBytes}
+			LogStartOffset: p.LogStartOffset, LogEndOffset: p.LogEndOffset, SizeBytes: p.SizeBytes,
+			Compacted: p.Compacted, DirtyRatio: p.DirtyRatio, CleanerRuns: p.CleanerRuns, CleanerReclaimedBytes: p.CleanerReclaim}
 	}
 	return out
 }

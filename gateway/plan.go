@@ -62,6 +62,9 @@ func (p *Plan) provision(log *slog.Logger) error {
 		}
 		p.proxy.Listeners = append(p.proxy.Listeners, lo)
 	}
+	if err := edgeOptions(p.Config, &p.proxy, log); err != nil {
+		return err
+	}
 	if p.Config.UpstreamMode() {
 		return p.upstream()
 	}
@@ -181,6 +184,9 @@ func brokerConfig(cfg *configs.Config, log *slog.Logger) (*broker.Config, error)
 		FsyncInterval:    cfg.Broker.FsyncInterval.D(),
 		AutoCreateTopics: cfg.Broker.AutoCreateTopics,
 		TopicDefaults:    cfg.Broker.Defaults,
-		Logger:           log,
+
+		CleanerDedupeBufferBytes: int64(cfg.Broker.CleanerDedupeBuffer),
+		CleanerBackoff:           cfg.Broker.CleanerBackoff.D(),
+		Logger:                   log,
 	}, nil
 }
