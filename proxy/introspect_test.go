@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,25 @@ func TestIntrospection(t *testing.T) {
 	for i, b := range ls[0].Brokers {
 		if b.Node != int32(i) || !strings.HasPrefix(b.Upstream, upstreamHost+":") || !strings.HasPrefix(b.Advertised, "127.0.0.1:") || b.Bound != b.Advertised {
 			t.Errorf("route %+v", b)
+		}
+	}
+}
+
+// TestIntrospectionSNI: an SNI listener's address map names every
+// upstream broker by its broker_host name at the one port.
+func TestIntrospectionSNI(t *testing.T) {
+	s := startSNI(t, "intro-sni", 3)
+	ls := s.srv.Listeners()
+	if len(ls) != 2 || ls[0].Mode != "sni" {
+		t.Fatalf("listeners %+v", ls)
+	}
+	if len(ls[0].Brokers) != 3 {
+		t.Fatalf("routes %+v: want the 3 upstream brokers discovered at start", ls[0].Brokers)
+	}
+	for _, b := range ls[0].Brokers {
+		want := strings.Replace(sniBrokerHost, "{node}", strconv.Itoa(int(b.Node)), 1) + ":" + s.port
+		if b.Advertised != want || b.Bound != s.srv.Addr(0).String() || !strings.HasPrefix(b.Upstream, upstreamHost+":") {
+			t.Errorf("route %+v, want advertised %s", b, want)
 		}
 	}
 }
