@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -73,6 +74,16 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request) {
 		defer done()
 		d, err = console.DescribeTopic(ctx, adm, name)
 	}
+	// The topic's own settings first, then the defaults, each by name.
+	slices.SortStableFunc(d.Configs, func(a, b console.TopicConfig) int {
+		switch {
+		case a.Default == b.Default:
+			return 0
+		case !a.Default:
+			return -1
+		}
+		return 1
+	})
 	c.render(w, r, "topic", "Topic "+name, d, err)
 }
 

@@ -129,6 +129,7 @@ admin: { listen: "127.0.0.1:0" }
 	if nd := page.text(t, "#configs tr.nondefault"); !strings.Contains(nd, "retention.ms\t3600000") {
 		t.Errorf("non-default config row: %q", nd)
 	}
+	shot(t, page, "console-topic.png")
 	if parts := page.text(t, "#partitions"); !strings.Contains(parts, "HIGH-WATERMARK") || !strings.Contains(parts, "0\t0\t0\t0\t0\t0\t3") {
 		t.Errorf("partitions table:\n%q", parts)
 	}
