@@ -363,8 +363,9 @@ func SeekGroup(ctx context.Context, adm *kadm.Client, group string, spec OffsetS
 	return rows, nil
 }
 
-// ParseSeek parses a `group seek --to` value for SeekGroup.
-func ParseSeek(s string) (OffsetSpec, error) { return parseOffset(s) }
+// ParseOffset parses the offset syntax of `consume -o` and `group seek
+// --to` (start, end, N, +N, -N, @timestamp), for SeekGroup and Position.
+func ParseOffset(s string) (OffsetSpec, error) { return parseOffset(s) }
 
 // refuseActive fails for a group with members: their commits would
 // overwrite the seek, as Kafka's reset-offsets also refuses.

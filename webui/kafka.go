@@ -160,7 +160,7 @@ func parseMessagesQuery(r *http.Request) (Messages, error) {
 // (start, end, N, +N, -N, @time — the console's offset syntax), stopping
 // at the high watermark.
 func (c *Console) readMessages(ctx context.Context, m *Messages) error {
-	spec, err := console.ParseSeek(m.From)
+	spec, err := console.ParseOffset(m.From)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errBadRequest, err)
 	}
@@ -372,7 +372,7 @@ func (c *Console) seekGroup(w http.ResponseWriter, r *http.Request) {
 		fail(err)
 		return
 	}
-	spec, err := console.ParseSeek(r.FormValue("to"))
+	spec, err := console.ParseOffset(r.FormValue("to"))
 	if err != nil {
 		fail(fmt.Errorf("%w: %v", errBadRequest, err))
 		return
