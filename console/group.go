@@ -156,14 +156,41 @@ type GroupPartition struct {
 // DescribeGroup computes a group's state and per-partition lag with
 // kadm (which handles truncated logs and uncommitted partitions).
 func DescribeGroup(ctx context.Context, adm *kadm.Client, group string) (GroupDescription, error) {
-	lags, err := adm.Lag(ctx, group)
+	ds, errs, err := DescribeGroups(ctx, adm, group)
 	if err != nil {
-		return GroupDescription{}, fmt.Errorf("describe group %s: %w", group, err)
+		return GroupDescription{}, err
 	}
-	l, ok := lags[group]
-	if !ok {
-		return GroupDescription{}, fmt.Errorf("group %q: not described", group)
+	if err := errs[group]; err != nil {
+		return GroupDescription{}, err
 	}
+	return ds[group], nil
+}
+
+// DescribeGroups is DescribeGroup for many groups in one kadm.Lag call;
+// a group that cannot be described has its error in errs.
+func DescribeGroups(ctx context.Context, adm *kadm.Client, groups ...string) (map[string]GroupDescription, map[string]error, error) {
+	lags, err := adm.Lag(ctx, groups...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("describe groups: %w", err)
+	}
+	ds, errs := map[string]GroupDescription{}, map[string]error{}
+	for _, g := range groups {
+		l, ok := lags[g]
+		if !ok {
+			errs[g] = fmt.Errorf("group %q: not described", g)
+			continue
+		}
+		d, derr := describeFromLag(g, l)
+		if derr != nil {
+			errs[g] = derr
+			continue
+		}
+		ds[g] = d
+	}
+	return ds, errs, nil
+}
+
+func describeFromLag(group string, l kadm.DescribedGroupLag) (GroupDescription, error) {
 	if err := l.Error(); err != nil {
 		return GroupDescription{}, fmt.Errorf("group %q: %w", group, err)
 	}

@@ -270,14 +270,22 @@ func (c *Console) groupRows(ctx context.Context) ([]GroupRow, error) {
 		return nil, fmt.Errorf("list groups: %w", err)
 	}
 	rows := []GroupRow{}
+	if len(gs) == 0 {
+		return rows, nil
+	}
+	ds, errs, err := console.DescribeGroups(ctx, adm, gs.Groups()...)
+	if err != nil {
+		return nil, err
+	}
 	for _, g := range gs.Sorted() {
 		row := GroupRow{Group: g.Group, Type: g.GroupType, State: g.State}
 		if row.Type == "" {
 			row.Type = "classic"
 		}
-		if d, err := console.DescribeGroup(ctx, adm, g.Group); err != nil {
+		if err := errs[g.Group]; err != nil {
 			row.Error = err.Error()
 		} else {
+			d := ds[g.Group]
 			c.hist.addLag(d)
 			row.State, row.Members, row.TotalLag = d.State, len(d.Members), d.TotalLag
 		}
