@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 const groupUsage = `
@@ -195,7 +196,7 @@ func describeFromLag(group string, l kadm.DescribedGroupLag) (GroupDescription, 
 		return GroupDescription{}, fmt.Errorf("group %q: %w", group, err)
 	}
 	if l.State == "Dead" && len(l.Lag) == 0 {
-		return GroupDescription{}, fmt.Errorf("group %q: GROUP_ID_NOT_FOUND: the group does not exist", group)
+		return GroupDescription{}, fmt.Errorf("group %q: %w", group, kerr.GroupIDNotFound)
 	}
 	d := GroupDescription{Group: group, State: l.State, ProtocolType: l.ProtocolType, Protocol: l.Protocol,
 		Coordinator: coordinatorName(l.Coordinator), Members: []GroupMember{}, TotalLag: l.Lag.Total(), Partitions: []GroupPartition{}}
