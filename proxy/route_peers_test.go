@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -11,8 +12,10 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/tollgate-kafka/tollgate/proxy"
 )
@@ -221,11 +224,14 @@ func TestSinglePortKcat(t *testing.T) {
 	if len(brokers) != 1 || brokers[0][1] != fmt.Sprint(testVirtual) || brokers[0][2] != addr {
 		t.Fatalf("kcat -L: want only broker %d at %s:\n%s", testVirtual, addr, meta)
 	}
-	var lines []string
+	var lines, keyed []string
 	for i := range 60 {
 		lines = append(lines, fmt.Sprintf("line-%02d", i))
+		keyed = append(keyed, fmt.Sprintf("k%d:line-%02d", i, i))
 	}
-	kcatRun(t, strings.Join(lines, "\n")+"\n", "-b", addr, "-t", "spk", "-P", "-X", "acks=all", "-X", "partitioner=random")
+	// Keyed records hash over all three partitions (librdkafka batches
+	// unkeyed ones to one sticky partition).
+	kcatRun(t, strings.Join(keyed, "\n")+"\n", "-b", addr, "-t", "spk", "-P", "-K:", "-X", "acks=all")
 	out := kcatRun(t, "", "-b", addr, "-t", "spk", "-C", "-o", "beginning", "-e", "-q")
 	got := strings.Fields(out)
 	sort.Strings(got)
@@ -233,4 +239,34 @@ func TestSinglePortKcat(t *testing.T) {
 		t.Fatalf("kcat consumed %d records, want %d:\n%s", len(got), len(lines), out)
 	}
 	nodes.assertAll(t, 3)
+}
+
+// TestSinglePortSASLAndPolicy: SASL terminated at a single-port listener,
+// and policy judging the client's request before it is split: alice's
+// produce over three leaders succeeds, bob's is refused as a broker
+// would, a wrong password fails authentication.
+func TestSinglePortSASLAndPolicy(t *testing.T) {
+	users := plainServer{users: map[string]string{"alice": "s3cret", "bob": "hunter2"}}
+	c, srv, scan := startSinglePort(t, "spa", 3, withSASL(users))
+	setPolicy(t, srv, "policy:\n  rules:\n    - name: bob-reads-only\n      match: { principal: bob, api: [Produce] }\n      action: deny\n")
+	nodes := countNodes(c, kmsg.Produce)
+	ctx := ctxT(t, 30*time.Second)
+	alice := newClient(t, srv, nil, kgo.Dialer(scan.dial), kgo.SASL(plain.Auth{User: "alice", Pass: "s3cret"}.AsMechanism()),
+		kgo.DefaultProduceTopic("spa"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	for i := range 9 {
+		if err := alice.ProduceSync(ctx, kgo.StringRecord(fmt.Sprint(i))).FirstErr(); err != nil {
+			t.Fatalf("alice produce %d: %v", i, err)
+		}
+	}
+	bob := newClient(t, srv, nil, kgo.SASL(plain.Auth{User: "bob", Pass: "hunter2"}.AsMechanism()), kgo.DefaultProduceTopic("spa"))
+	if err := bob.ProduceSync(ctx, kgo.StringRecord("from bob")).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("bob: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	wrong := newClient(t, srv, nil, kgo.SASL(plain.Auth{User: "alice", Pass: "nope"}.AsMechanism()), kgo.DefaultProduceTopic("spa"),
+		kgo.RecordDeliveryTimeout(3*time.Second))
+	if err := wrong.ProduceSync(ctx, kgo.StringRecord("x")).FirstErr(); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Fatalf("wrong password: %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+	nodes.assertAll(t, 3)
+	scan.assertClean(t)
 }
