@@ -14,16 +14,22 @@ import (
 
 // fetchTopicName resolves a Fetch topic's name (v13+ names topics by id).
 func (t *tunnel) fetchTopicName(x *kmsg.FetchRequestTopic) string {
-	if x.Topic != "" {
-		return x.Topic
+	return t.topicName(x.Topic, x.TopicID)
+}
+
+// topicName is name, or the name of topic id (Fetch v13+, Produce v13+
+// name topics by id, KIP-516), after one refresh of the view if needed.
+func (t *tunnel) topicName(name string, id [16]byte) string {
+	if name != "" {
+		return name
 	}
-	if n, ok := t.view.topicName(x.TopicID); ok {
+	if n, ok := t.view.topicName(id); ok {
 		return n
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.s.srv.opts.DialTimeout)
 	defer cancel()
 	_ = t.view.refresh(ctx)
-	n, _ := t.view.topicName(x.TopicID)
+	n, _ := t.view.topicName(id)
 	return n
 }
 

@@ -14,7 +14,8 @@ func producePartition(p *kmsg.ProduceRequestTopicPartition) int32 { return p.Par
 // routeProduce splits a Produce by leader. With acks=0 (rep nil) the
 // parts are written and nothing waits for them.
 func (t *tunnel) routeProduce(r *kmsg.ProduceRequest, rep reply) error {
-	by, err := splitTopics(t, r.Topics, produceTopicName, produceParts, producePartition)
+	name := func(x *kmsg.ProduceRequestTopic) string { return t.topicName(x.Topic, x.TopicID) }
+	by, err := splitTopics(t, r.Topics, name, produceParts, producePartition)
 	if err != nil {
 		return err
 	}
@@ -36,7 +37,7 @@ func (t *tunnel) routeProduce(r *kmsg.ProduceRequest, rep reply) error {
 // answered NOT_LEADER_OR_FOLLOWER, which the client retries.
 func (t *tunnel) mergeProduce(r *kmsg.ProduceRequest, m map[int32]kmsg.Response) *kmsg.ProduceResponse {
 	out := r.ResponseKind().(*kmsg.ProduceResponse)
-	key := func(x *kmsg.ProduceResponseTopic) string { return x.Topic }
+	key := func(x *kmsg.ProduceResponseTopic) string { return x.Topic + string(x.TopicID[:]) }
 	ps := func(x *kmsg.ProduceResponseTopic) *[]kmsg.ProduceResponseTopicPartition { return &x.Partitions }
 	for _, resp := range m {
 		pr := resp.(*kmsg.ProduceResponse)
@@ -49,22 +50,26 @@ func (t *tunnel) mergeProduce(r *kmsg.ProduceRequest, m map[int32]kmsg.Response)
 	stale := false
 	have := map[string]map[int32]bool{}
 	for _, tp := range out.Topics {
-		have[tp.Topic] = map[int32]bool{}
+		k := key(&tp)
+		if have[k] == nil {
+			have[k] = map[int32]bool{}
+		}
 		for _, p := range tp.Partitions {
-			have[tp.Topic][p.Partition] = true
+			have[k][p.Partition] = true
 			stale = stale || staleCode(p.ErrorCode)
 		}
 	}
 	for _, rt := range r.Topics {
 		for _, rp := range rt.Partitions {
-			if have[rt.Topic][rp.Partition] {
+			rt1 := kmsg.NewProduceResponseTopic()
+			rt1.Topic, rt1.TopicID = rt.Topic, rt.TopicID
+			if have[key(&rt1)][rp.Partition] {
 				continue
 			}
 			stale = true
 			p := kmsg.NewProduceResponseTopicPartition()
 			p.Partition, p.ErrorCode = rp.Partition, kerr.NotLeaderForPartition.Code
-			rt1 := kmsg.NewProduceResponseTopic()
-			rt1.Topic, rt1.Partitions = rt.Topic, []kmsg.ProduceResponseTopicPartition{p}
+			rt1.Partitions = []kmsg.ProduceResponseTopicPartition{p}
 			out.Topics = mergeTopics(out.Topics, []kmsg.ProduceResponseTopic{rt1}, key, ps)
 		}
 	}

@@ -35,6 +35,7 @@ func (t *tunnel) leaderFor(topic string, partition int32) (int32, error) {
 	if n, ok := t.view.leader(topic, partition); ok {
 		return n, nil
 	}
+	t.s.log.Debug("single-port: leader unknown after a refresh, sending to any broker", "topic", topic, "partition", partition)
 	return t.view.anyBroker()
 }
 
