@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate-kafka/tollgate/apis"
+	"github.com/tollgate-kafka/tollgate/rewrite"
 	"github.com/tollgate-kafka/tollgate/wire"
 )
 
@@ -36,13 +37,14 @@ type tunnel struct {
 	view    *clusterView
 	virtual int32
 	conns   map[int32]*brokerConn
+	adv     rewrite.Mapper // the listener's addresses (the session's mapper)
 	// clientID is the client's id (from its latest request header), sent
 	// on the upstream connections the tunnel dials.
 	clientID string
 }
 
 func newTunnel(s *session, o *SinglePortOptions) *tunnel {
-	return &tunnel{s: s, view: s.srv.clusterView(), virtual: o.VirtualNode, conns: map[int32]*brokerConn{}}
+	return &tunnel{s: s, view: s.srv.clusterView(), virtual: o.VirtualNode, conns: map[int32]*brokerConn{}, adv: s.mapper}
 }
 
 // clusterView returns the Server's shared view, made on first use.
@@ -90,6 +92,7 @@ func (s *session) stageRoute(r *request) (bool, error) {
 	if r.expectResponse {
 		ch := make(chan result, 1)
 		r.p.local = ch
+		r.p.addressed = r.h.Key == apis.Produce || r.h.Key == apis.Fetch
 		if err := s.push(r.p); err != nil {
 			return true, err
 		}
@@ -98,7 +101,7 @@ func (s *session) stageRoute(r *request) (bool, error) {
 				ch <- result{err: err}
 				return
 			}
-			ch <- result{body: wire.Bytes(resp.AppendTo(nil))}
+			ch <- result{body: wire.Bytes(resp.AppendTo(make([]byte, 0, s.tun.sizeHint(resp))))}
 		}
 	}
 	return true, s.tun.route(req, rep)
@@ -142,6 +145,22 @@ func (t *tunnel) route(req kmsg.Request, rep reply) error {
 		return t.routeFanOut(req, rep)
 	}
 	return badRequest(closeUnsupported, "%s is not served in single-port mode (an inter-broker or unknown API)", apiName(key))
+}
+
+// sizeHint guesses an encoded answer's size from the parts' sizes, so
+// a large Fetch answer is encoded into one allocation.
+func (t *tunnel) sizeHint(resp kmsg.Response) int {
+	if f, ok := resp.(*kmsg.FetchResponse); ok {
+		n := 256
+		for _, tp := range f.Topics {
+			n += 64 + len(tp.Topic)
+			for _, p := range tp.Partitions {
+				n += 96 + len(p.RecordBatches) + 24*len(p.AbortedTransactions)
+			}
+		}
+		return n
+	}
+	return 512
 }
 
 // conn returns the session's connection to node, dialling it lazily.

@@ -4,12 +4,21 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/rewrite"
 )
 
 // fuzzTunnel is a tunnel with an empty cluster view and no session, for
 // the merge code (which needs neither sockets nor a session).
 func fuzzTunnel() *tunnel {
-	return &tunnel{view: newClusterView(&Server{nodes: newNodeRegistry()}), virtual: 5}
+	return &tunnel{view: newClusterView(&Server{nodes: newNodeRegistry()}), virtual: 5, adv: fixedMapper{}}
+}
+
+// fixedMapper advertises every endpoint at gateway:9092.
+type fixedMapper struct{}
+
+func (fixedMapper) Advertise(rewrite.EndpointKind, int32, string, int32) (string, int32, bool) {
+	return "gateway", 9092, true
 }
 
 // fuzzFetchRequest asks for partitions 0-3 of "a" and 0-1 of "b".
@@ -67,6 +76,7 @@ func FuzzSinglePortMergeFetch(f *testing.F) {
 			}
 			for _, p := range tp.Partitions {
 				have[tp.Topic][p.Partition] = true
+				_ = p
 				if p.PreferredReadReplica != -1 || (p.CurrentLeader.LeaderID >= 0 && p.CurrentLeader.LeaderID != 5) {
 					t.Fatalf("partition %s[%d] names node %d / %d", tp.Topic, p.Partition, p.PreferredReadReplica, p.CurrentLeader.LeaderID)
 				}
@@ -77,6 +87,11 @@ func FuzzSinglePortMergeFetch(f *testing.F) {
 				if !have[rt.Topic][rp.Partition] {
 					t.Fatalf("merged answer lacks %s[%d]", rt.Topic, rp.Partition)
 				}
+			}
+		}
+		for _, b := range out.Brokers {
+			if b.NodeID != 5 || b.Host != "gateway" || b.Port != 9092 {
+				t.Fatalf("endpoint %+v", b)
 			}
 		}
 		out.AppendTo(nil) // the merged answer encodes

@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate-kafka/tollgate/apis"
+	"github.com/tollgate-kafka/tollgate/rewrite"
 )
 
 // Every node id a single-port client sees is the virtual one (a client
@@ -41,8 +42,18 @@ func (t *tunnel) virtualize(resp kmsg.Response) {
 		}
 	case *kmsg.ProduceResponse:
 		virtualProduce(r, v)
+		for i := range r.Brokers {
+			b := &r.Brokers[i]
+			h, p, _ := t.adv.Advertise(rewrite.Broker, b.NodeID, b.Host, b.Port)
+			b.Host, b.Port = h, p
+		}
 	case *kmsg.FetchResponse:
 		virtualFetch(r, v)
+		for i := range r.Brokers {
+			b := &r.Brokers[i]
+			h, p, _ := t.adv.Advertise(rewrite.Broker, b.NodeID, b.Host, b.Port)
+			b.Host, b.Port = h, p
+		}
 	}
 }
 

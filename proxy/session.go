@@ -121,6 +121,10 @@ type pending struct {
 	raw        bool   // a SASL v0 raw token: size prefix and bytes, no header
 	saslUser   string // pass-through SaslAuthenticate: the user the token names
 	closeAfter bool   // close the connection once this response is written (failed authentication)
+	// addressed: the answer already carries the listener's addresses
+	// (single-port Produce and Fetch, route_nodes.go), so the write side
+	// does not decode it again to rewrite them.
+	addressed bool
 
 	obs observed // accounting for metrics and audit
 }
@@ -725,7 +729,7 @@ func (s *session) writeLocal(p pending) error {
 	// untouched: it is the only node, never answers NOT_LEADER, and so never
 	// fills the KIP-951 endpoints. Everything else it answers is in memory
 	// and rewritten like an upstream response.
-	if b, ok := body.(wire.Bytes); ok && (rewrite.Needs(p.key, p.version) || p.key == apis.ApiVersions) {
+	if b, ok := body.(wire.Bytes); ok && !p.addressed && (rewrite.Needs(p.key, p.version) || p.key == apis.ApiVersions) {
 		out, _, err := s.rewrite(p, b)
 		if err != nil {
 			return &backendError{err}
