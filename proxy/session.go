@@ -686,6 +686,10 @@ func (s *session) writeLoop() error {
 	return nil
 }
 
+// largeLocalBody is the in-memory answer size from which writeLocal
+// writes header and body with one writev instead of joining them.
+const largeLocalBody = 64 << 10
+
 func (s *session) writeLocal(p pending) error {
 	var r result
 	select {
@@ -739,6 +743,14 @@ func (s *session) writeLocal(p pending) error {
 	s.wbuf = wire.AppendResponseHeader(s.wbuf[:0], p.key, p.version, p.corr, body.Len())
 	out := len(s.wbuf) + body.Len()
 	if b, ok := body.(wire.Bytes); ok {
+		if len(b) >= largeLocalBody {
+			// One writev of header and body instead of copying a large
+			// body (a merged single-port Fetch) behind the header.
+			bufs := net.Buffers{s.wbuf, b}
+			_, err := bufs.WriteTo(s.client)
+			s.finish(&p, out, b)
+			return err
+		}
 		s.wbuf = append(s.wbuf, b...)
 		_, err := s.client.Write(s.wbuf)
 		s.finish(&p, out, b)
