@@ -131,6 +131,14 @@ func (l *Log) Clean(o CleanOptions) (CleanResult, error) {
 		return res, err
 	}
 	defer plan.release()
+	// The swap renames new files over the old names: load what a reader
+	// could still need from the old index files now (outside the log lock;
+	// segment.loadMu guards it).
+	for _, s := range plan.srcs {
+		if err := s.loadIndexes(s.size); err != nil {
+			return res, fmt.Errorf("clean %s: %w: %w", l.dir, ErrStorage, err)
+		}
+	}
 	out, err := l.runClean(plan, o)
 	if errors.Is(err, errCleanAbandoned) {
 		l.logger.Info("log cleaning abandoned", "reason", err)
@@ -189,13 +197,6 @@ func (l *Log) plan(o CleanOptions) (*cleanPlan, float64, error) {
 		(p.horizonNext > 0 && p.horizonNext <= now)
 	if !due {
 		return nil, ratio, nil
-	}
-	for _, s := range p.srcs {
-		// The swap renames new files over old names: load what a reader
-		// could still need from the old index files now.
-		if err := s.loadIndexes(s.size); err != nil {
-			return nil, ratio, fmt.Errorf("%w: %w", ErrStorage, err)
-		}
 	}
 	for _, s := range p.srcs {
 		s.ref()
