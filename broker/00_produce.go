@@ -2,8 +2,11 @@ package broker
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/tollgate-kafka/tollgate/broker/storage"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -152,6 +155,10 @@ func (c *Conn) appendOne(p *partition, rp kmsg.ProduceRequestTopicPartition, sp 
 		code := storageCode(err)
 		if code == kerr.KafkaStorageError.Code {
 			c.b.log.Error("append", "partition", p.dirName(), "err", err)
+		}
+		if errors.Is(err, storage.ErrKeyless) && c.b.keylessLog.allow(now) {
+			c.b.log.Warn("produce without a key to a compacted topic refused (logged at most once a second; counted in tollgate_broker_compacted_keyless_refused_total)",
+				"partition", p.dirName(), "client", c.remote)
 		}
 		return code, err.Error(), nil
 	}

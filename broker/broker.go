@@ -123,8 +123,10 @@ type Broker struct {
 	stop chan struct{} // closed by Close: ends the retention loop and long polls
 
 	sessions *fetchSessionCache // KIP-227 fetch sessions
-	bg       sync.WaitGroup
-	retainEv time.Duration
+
+	keylessLog everySecond // rate limit of the keyless-produce warning (cleaner.go)
+	bg         sync.WaitGroup
+	retainEv   time.Duration
 }
 
 // Open locks the data directory, loads the topic registry and recovers every

@@ -156,7 +156,7 @@ func TestKgoCompaction(t *testing.T) {
 }
 
 func TestKgoCompactedTopicRefusesKeylessRecords(t *testing.T) {
-	_, srv := newBroker(t)
+	b, srv := newBroker(t)
 	compactedTopic(t, srv.addr(), "keys", nil)
 	cl := newClient(t, srv.addr(), kgo.ProducerLinger(0))
 	err := cl.ProduceSync(testCtx(t), &kgo.Record{Topic: "keys", Value: []byte("no key")}).FirstErr()
@@ -165,6 +165,9 @@ func TestKgoCompactedTopicRefusesKeylessRecords(t *testing.T) {
 	}
 	if err := cl.ProduceSync(testCtx(t), &kgo.Record{Topic: "keys", Key: []byte("k"), Value: []byte("v")}).FirstErr(); err != nil {
 		t.Fatalf("keyed record after a refused one: %v", err)
+	}
+	if st := b.PartitionStats()[0]; st.KeylessRefused != 1 || st.LogEndOffset != 1 {
+		t.Fatalf("after one refused keyless produce: %+v", st)
 	}
 }
 

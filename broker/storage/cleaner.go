@@ -82,6 +82,7 @@ type CleanerStats struct {
 	Runs           int64   // cleanings finished since open
 	BytesReclaimed int64   // bytes they removed
 	DirtyRatio     float64 // dirty share of the cleanable log now (0 for a non-compacted log)
+	KeylessRefused int64   // produces refused for a record without a key (ErrKeyless)
 }
 
 // errCleanAbandoned: the log changed under a run (retention, close); the
@@ -156,7 +157,7 @@ func (l *Log) Clean(o CleanOptions) (CleanResult, error) {
 
 // CleanerStats reports the log's compaction counters and dirty ratio.
 func (l *Log) CleanerStats() CleanerStats {
-	st := CleanerStats{Runs: l.cleanRuns.Load(), BytesReclaimed: l.cleanReclaimed.Load()}
+	st := CleanerStats{Runs: l.cleanRuns.Load(), BytesReclaimed: l.cleanReclaimed.Load(), KeylessRefused: l.keylessRefused.Load()}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.cfg.Compact && !l.closed {

@@ -263,12 +263,15 @@ func TestCleanRefusesKeylessProduce(t *testing.T) {
 		s := plainKeyed()
 		s.codec = codec
 		_, _, err := l.Append(makeKeyed(t, s, []kv{{key: []byte("a"), value: []byte("1")}, {key: nil, value: []byte("2")}}), AppendOptions{})
-		if !errors.Is(err, ErrInvalidRecord) {
+		if !errors.Is(err, ErrInvalidRecord) || !errors.Is(err, ErrKeyless) {
 			t.Fatalf("codec %d: keyless record to a compacted log: %v", codec, err)
 		}
 	}
 	if l.LogEndOffset() != 0 {
 		t.Fatal("a refused batch was appended")
+	}
+	if n := l.CleanerStats().KeylessRefused; n != 2 {
+		t.Fatalf("%d keyless refusals counted, want 2", n)
 	}
 }
 

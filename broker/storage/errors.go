@@ -1,6 +1,9 @@
 package storage
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Append and Read wrap them with detail; callers branch with
 // errors.Is and map them to Kafka error codes (noted on each).
@@ -34,4 +37,8 @@ var (
 	// ErrStorage: an I/O error (disk full, EIO, a failed fsync) or a closed
 	// log. Kafka: KAFKA_STORAGE_ERROR (56).
 	ErrStorage = errors.New("storage: log storage error")
+	// ErrKeyless: a record without a key produced to a compacted log
+	// (Kafka's LogValidator.validateKey). It is an ErrInvalidRecord:
+	// INVALID_RECORD (87).
+	ErrKeyless = fmt.Errorf("%w: Compacted topic cannot accept message without key", ErrInvalidRecord)
 )
