@@ -62,6 +62,9 @@ func (p *Plan) provision(log *slog.Logger) error {
 		}
 		p.proxy.Listeners = append(p.proxy.Listeners, lo)
 	}
+	if err := edgeOptions(p.Config, &p.proxy, log); err != nil {
+		return err
+	}
 	if p.Config.UpstreamMode() {
 		return p.upstream()
 	}
@@ -144,9 +147,9 @@ func (p *Plan) upstream() error {
 	p.proxy.DialTimeout = u.DialTimeout.D()
 	p.proxy.MetadataRefresh = u.MetadataRefresh.D()
 	if u.TLS != nil {
-		tc, err := upstreamTLS(u.TLS)
+		tc, err := auth.ClientTLS(u.TLS)
 		if err != nil {
-			return err
+			return fmt.Errorf("upstream.%w", err)
 		}
 		p.proxy.UpstreamTLS = tc
 	}
