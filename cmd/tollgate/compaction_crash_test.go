@@ -76,9 +76,10 @@ func produceUntilKill(t *testing.T, ctx context.Context, c *child, addr string, 
 	n := 0
 	cleaned := func() int { return strings.Count(c.output(), "log cleaned") }
 	start := cleaned()
-	for n < 1500 || cleaned() == start {
+	acks := func() int { mu.Lock(); defer mu.Unlock(); return n }
+	for acks() < 1500 || cleaned() == start {
 		if ctx.Err() != nil {
-			t.Fatalf("%d writes acknowledged, %d cleanings, before the deadline", n, cleaned()-start)
+			t.Fatalf("%d writes acknowledged, %d cleanings, before the deadline", acks(), cleaned()-start)
 		}
 		key := fmt.Sprintf("key-%02d", version%40)
 		v := version
