@@ -72,6 +72,24 @@ func (p *Plan) provision(log *slog.Logger) error {
 	return err
 }
 
+// withPolicy provisions the plan a reload swaps in: this plan's
+// listeners, TLS, SASL, upstream and backend (a reload does not
+// re-provision them; they need a restart) with cfg's policy, compiled
+// from prev so that rate rules whose name and rate are unchanged keep
+// their budgets. The new plan shares what this one provisioned, so only
+// the plan in force is closed.
+func (p *Plan) withPolicy(cfg *configs.Config, prev *policy.Engine) (*Plan, error) {
+	eng, warnings, err := policy.CompileFrom(prev, cfg.Policy)
+	if err != nil {
+		return nil, err
+	}
+	c := *p.Config
+	c.Policy = cfg.Policy
+	next := *p
+	next.Config, next.Policy, next.Warnings = &c, eng, warnings
+	return &next, nil
+}
+
 // Close releases what provisioning started. It is safe to call more than
 // once.
 func (p *Plan) Close() {
