@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-kafka/tollgate/broker/storage"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -172,7 +173,9 @@ func TestKgoCompactedTopicRefusesKeylessRecords(t *testing.T) {
 }
 
 func TestKgoCompactionTransactions(t *testing.T) {
-	b, srv := newBroker(t)
+	// fsync=always: the high watermark follows fsyncs, and the swap must
+	// keep the segment it points into valid.
+	b, srv := newBroker(t, func(c *Config) { c.Fsync = storage.FsyncAlways })
 	topic := "compact-txn"
 	compactedTopic(t, srv.addr(), topic, nil)
 	txn := newClient(t, srv.addr(), kgo.TransactionalID("compactor"), kgo.ProducerLinger(0), kgo.DefaultProduceTopic(topic))
