@@ -143,7 +143,8 @@ type incoming struct {
 	buf []byte // exactly the batch's bytes
 }
 
-// splitBatches validates every batch of a produce and, for LogAppendTime
+// splitBatches validates every batch of a produce, its records included
+// (records.go), and, for LogAppendTime
 // topics, stamps them (the only rewrite that needs a new CRC). It runs
 // before the log lock is taken: CRC work is the expensive part of an append.
 func splitBatches(b []byte, cfg *LogConfig, o *AppendOptions) ([]incoming, error) {
@@ -171,6 +172,9 @@ func splitBatches(b []byte, cfg *LogConfig, o *AppendOptions) ([]incoming, error
 			return nil, fmt.Errorf("%w: producer id %d with epoch %d and sequence %d", ErrInvalidRecord, h.producerID, h.producerEpoch, h.baseSequence)
 		}
 		buf := b[:h.size()]
+		if err := walkRecords(buf, &h, nil); err != nil {
+			return nil, err
+		}
 		if cfg.LogAppendTime {
 			stampLogAppendTime(buf, o.Now.UnixMilli())
 			h = parseHeader(buf)

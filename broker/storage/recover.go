@@ -21,7 +21,7 @@ import (
 // whole and not read at all (their indexes load lazily on first read); the
 // checkpoint segment's prefix is trusted and its index entries below the
 // point are kept. Only the bytes after the point are verified batch by
-// batch (length, magic, CRC-32C, contiguous offsets) and their index
+// batch (length, magic, CRC-32C, the records inside, contiguous offsets) and their index
 // entries and producer state rebuilt; the first batch that fails ends the
 // log there, the file is cut, and any later segment is removed (it cannot
 // follow a hole). So start-up reads what was written since the last
@@ -256,6 +256,10 @@ func (l *Log) scan(seg *segment, pos, next, fileSize, replayFrom int64) (bool, e
 			reason = err.Error()
 			break
 		}
+		if err := l.checkRecords(seg, pos, batch, &h); err != nil {
+			reason = err.Error()
+			break
+		}
 		if h.baseOffset != next {
 			reason = fmt.Sprintf("batch offset %d, expected %d", h.baseOffset, next)
 			break
@@ -281,6 +285,17 @@ func (l *Log) scan(seg *segment, pos, next, fileSize, replayFrom int64) (bool, e
 		return false, err
 	}
 	return false, nil
+}
+
+// checkRecords walks the records of a batch recovery has verified the CRC
+// of, as produce does (records.go): a batch whose records disagree with its
+// header ends the log like a torn one. batch is nil for a batch larger than
+// scanWholeLimit, which is streamed from the file.
+func (l *Log) checkRecords(seg *segment, pos int64, batch []byte, h *batchHeader) error {
+	if batch != nil {
+		return walkRecords(batch, h, nil)
+	}
+	return walkStream(io.NewSectionReader(seg.f, pos+batchHeaderSize, int64(h.size())-batchHeaderSize), h, nil)
 }
 
 // removeFiles deletes a segment's files by name (no open descriptor).
