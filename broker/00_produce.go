@@ -19,7 +19,9 @@ import (
 //   ProduceRequest.validateRecords): a record set too short or whose length
 //   field overruns is CORRUPT_MESSAGE; magic != 2 or more than one batch is
 //   INVALID_RECORD. Storage checks the CRC (CORRUPT_MESSAGE), record counts,
-//   control batches (INVALID_RECORD), max.message.bytes
+//   every record inside, decompressed when compressed (storage.ValidateBatch:
+//   INVALID_RECORD, or CORRUPT_MESSAGE for a payload that does not
+//   decompress), control batches (INVALID_RECORD), max.message.bytes
 //   (MESSAGE_TOO_LARGE) and producer sequences (OUT_OF_ORDER_SEQUENCE_NUMBER,
 //   INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID; duplicates succeed with the
 //   original offset). Nothing is appended for a partition that errors.
