@@ -85,6 +85,7 @@ type session struct {
 	draining bool
 
 	started time.Time
+	opened  bool // ConnOpened was called (run's goroutine only)
 
 	connMu    sync.Mutex // guards client, up and local against close while they are installed
 	closeOnce sync.Once
@@ -165,12 +166,13 @@ func (s *session) run() {
 	}
 	s.log.Info("connection opened", "node", s.node, "backend", s.backendName())
 	s.hooks.ConnOpened(s.l.opts.Name)
+	s.opened = true // logClose pairs ConnClosed with this
 	s.connRecord(audit.EventConnect, "")
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
 		if err := s.writeLoop(); err != nil {
-			s.close(classifyWriteErr(err), err)
+			s.close(s.writeCloseReason(err), err)
 		}
 	}()
 	reason, err := s.readLoop()
@@ -266,7 +268,13 @@ func (s *session) close(reason closeReason, err error) {
 }
 
 func (s *session) logClose() {
-	s.hooks.ConnClosed(s.l.opts.Name, s.reason.String())
+	if s.opened {
+		// A TLS handshake or backend dial that failed never counted the
+		// connection as open (their failures have their own counters:
+		// malformed tls_handshake, upstream dial errors), so
+		// connections_active cannot go below zero.
+		s.hooks.ConnClosed(s.l.opts.Name, s.reason.String())
+	}
 	s.connRecord(audit.EventDisconnect, s.reason.String())
 	attrs := []any{"reason", s.reason.String()}
 	if s.closeErr != nil {
@@ -731,7 +739,7 @@ func (s *session) handleLocal(h wire.RequestHeader, size int, expectResponse boo
 		case ch != nil:
 			ch <- result{body, err}
 		case err != nil:
-			s.close(closeBackendError, err)
+			s.close(s.backendCloseReason(err), err)
 		}
 	})
 	return nil

@@ -8,6 +8,7 @@
 package wire
 
 import (
+	"errors"
 	"io"
 )
 
@@ -40,3 +41,13 @@ func (b Bytes) WriteTo(w io.Writer) (int64, error) {
 	n, err := w.Write(b)
 	return int64(n), err
 }
+
+// Sentinels a backend wraps in the error it passes to done, so the gateway
+// can tell a client's bad request from a backend failure (labels, metrics:
+// a hostile client must not look like a broken backend).
+var (
+	// ErrMalformedRequest: the request body did not decode.
+	ErrMalformedRequest = errors.New("malformed request")
+	// ErrUnsupportedRequest: a key or version the backend does not serve.
+	ErrUnsupportedRequest = errors.New("unsupported request key or version")
+)
