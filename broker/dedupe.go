@@ -53,25 +53,33 @@ func dedupePartitioned(req kmsg.Request) {
 	switch r := req.(type) {
 	case *kmsg.ListOffsetsRequest:
 		r.Topics = dedupe(r.Topics, func(t *kmsg.ListOffsetsRequestTopic) string { return t.Topic },
-			func(dst, src *kmsg.ListOffsetsRequestTopic) { dst.Partitions = append(dst.Partitions, src.Partitions...) })
+			func(dst, src *kmsg.ListOffsetsRequestTopic) {
+				dst.Partitions = append(dst.Partitions, src.Partitions...)
+			})
 		for i := range r.Topics {
 			r.Topics[i].Partitions = dedupe(r.Topics[i].Partitions, func(p *kmsg.ListOffsetsRequestTopicPartition) int32 { return p.Partition }, nil)
 		}
 	case *kmsg.DeleteRecordsRequest:
 		r.Topics = dedupe(r.Topics, func(t *kmsg.DeleteRecordsRequestTopic) string { return t.Topic },
-			func(dst, src *kmsg.DeleteRecordsRequestTopic) { dst.Partitions = append(dst.Partitions, src.Partitions...) })
+			func(dst, src *kmsg.DeleteRecordsRequestTopic) {
+				dst.Partitions = append(dst.Partitions, src.Partitions...)
+			})
 		for i := range r.Topics {
 			r.Topics[i].Partitions = dedupe(r.Topics[i].Partitions, func(p *kmsg.DeleteRecordsRequestTopicPartition) int32 { return p.Partition }, nil)
 		}
 	case *kmsg.OffsetForLeaderEpochRequest:
 		r.Topics = dedupe(r.Topics, func(t *kmsg.OffsetForLeaderEpochRequestTopic) string { return t.Topic },
-			func(dst, src *kmsg.OffsetForLeaderEpochRequestTopic) { dst.Partitions = append(dst.Partitions, src.Partitions...) })
+			func(dst, src *kmsg.OffsetForLeaderEpochRequestTopic) {
+				dst.Partitions = append(dst.Partitions, src.Partitions...)
+			})
 		for i := range r.Topics {
 			r.Topics[i].Partitions = dedupe(r.Topics[i].Partitions, func(p *kmsg.OffsetForLeaderEpochRequestTopicPartition) int32 { return p.Partition }, nil)
 		}
 	case *kmsg.DescribeLogDirsRequest:
 		r.Topics = dedupe(r.Topics, func(t *kmsg.DescribeLogDirsRequestTopic) string { return t.Topic },
-			func(dst, src *kmsg.DescribeLogDirsRequestTopic) { dst.Partitions = append(dst.Partitions, src.Partitions...) })
+			func(dst, src *kmsg.DescribeLogDirsRequestTopic) {
+				dst.Partitions = append(dst.Partitions, src.Partitions...)
+			})
 		for i := range r.Topics {
 			r.Topics[i].Partitions = dedupeInt32s(r.Topics[i].Partitions)
 		}
@@ -83,7 +91,9 @@ func dedupePartitioned(req kmsg.Request) {
 func dedupeOffsetFetch(r *kmsg.OffsetFetchRequest) {
 	if r.Topics != nil {
 		r.Topics = dedupe(r.Topics, func(t *kmsg.OffsetFetchRequestTopic) string { return t.Topic },
-			func(dst, src *kmsg.OffsetFetchRequestTopic) { dst.Partitions = append(dst.Partitions, src.Partitions...) })
+			func(dst, src *kmsg.OffsetFetchRequestTopic) {
+				dst.Partitions = append(dst.Partitions, src.Partitions...)
+			})
 		for i := range r.Topics {
 			r.Topics[i].Partitions = dedupeInt32s(r.Topics[i].Partitions)
 		}
@@ -100,7 +110,9 @@ func dedupeOffsetFetch(r *kmsg.OffsetFetchRequest) {
 			continue
 		}
 		g.Topics = dedupe(g.Topics, func(t *kmsg.OffsetFetchRequestGroupTopic) topicKey { return topicKey{t.Topic, t.TopicID} },
-			func(dst, src *kmsg.OffsetFetchRequestGroupTopic) { dst.Partitions = append(dst.Partitions, src.Partitions...) })
+			func(dst, src *kmsg.OffsetFetchRequestGroupTopic) {
+				dst.Partitions = append(dst.Partitions, src.Partitions...)
+			})
 		for j := range g.Topics {
 			g.Topics[j].Partitions = dedupeInt32s(g.Topics[j].Partitions)
 		}

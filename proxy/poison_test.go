@@ -25,7 +25,7 @@ func varint(b []byte, v int64) []byte { return binary.AppendVarint(b, v) }
 
 // poisonRecord encodes one record with value v at offset delta od.
 func poisonRecord(od int64, v string) []byte {
-	body := []byte{0}     // attributes
+	body := []byte{0}      // attributes
 	body = varint(body, 0) // timestamp delta
 	body = varint(body, od)
 	body = varint(body, -1) // null key
