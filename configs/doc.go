@@ -58,6 +58,8 @@
 //	limits:
 //	  max_frame_bytes: 100MiB   # 1 to 2^31-1
 //	  max_preauth_frame_bytes: 512KiB  # <= max_frame_bytes
+//	  max_request_bytes: 8MiB   # every API but Produce; capped at max_frame_bytes
+//	  max_request_bytes_in_flight: 512MiB  # request bodies held across connections; raised to max_frame_bytes
 //	  max_connections: 10000
 //	  max_connections_per_address: 200  # 0 = no per-address cap
 //	  max_in_flight: 100        # pipelined requests per connection

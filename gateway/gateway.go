@@ -170,6 +170,8 @@ func buildOptions(cfg *configs.Config, log *slog.Logger, obs broker.Observer) (p
 		MaxConnections:           cfg.Limits.MaxConnections,
 		MaxConnectionsPerAddress: cfg.Limits.MaxConnectionsPerAddress,
 		MaxPreauthFrameBytes:     int32(min(int64(cfg.Limits.MaxPreauthFrameBytes), 1<<31-1)),
+		MaxRequestBytes:          int32(min(int64(cfg.Limits.MaxRequestBytes), 1<<31-1)),
+		MaxRequestBytesInFlight:  int64(cfg.Limits.MaxRequestBytesInFlight),
 		ConnectionRatePerAddress: float64(cfg.Limits.ConnectionRatePerAddress),
 		AuthFailuresPerAddress:   cfg.Limits.AuthFailuresPerAddress,
 		AuthLockout:              cfg.Limits.AuthLockout.D(),

@@ -87,6 +87,8 @@ type session struct {
 	started time.Time
 	opened  bool // ConnOpened was called (run's goroutine only)
 
+	heldBody int64 // budget reserved for the current request's owned body (read loop only; body.go)
+
 	connMu    sync.Mutex // guards client, up and local against close while they are installed
 	closeOnce sync.Once
 	reason    closeReason
@@ -374,7 +376,9 @@ func (s *session) readLoop() (closeReason, error) {
 		if s.sasl != nil && s.sasl.raw {
 			handle = s.handleRawToken
 		}
-		if err := handle(int(size)); err != nil {
+		err = handle(int(size))
+		s.releaseHeld() // a body no backend took over (body.go)
+		if err != nil {
 			var re *requestError
 			if errors.As(err, &re) {
 				if re.reason == closeMalformed {
@@ -407,6 +411,9 @@ func badRequest(reason closeReason, format string, args ...any) error {
 func (s *session) handleFrame(size int) error {
 	// The header prefix must be in the buffer: peek up to the whole frame
 	// or the buffer, whichever is smaller.
+	if err := s.checkRequestSize(size); err != nil { // body.go
+		return err
+	}
 	peek := min(4+size, bufSize)
 	buf, err := s.cr.Peek(peek)
 	if err != nil {
@@ -703,24 +710,25 @@ func (s *session) handleLocal(h wire.RequestHeader, size int, expectResponse boo
 		// (the batches are written to the log inside Handle), so the
 		// buffer is pooled: one allocation per produce was a fifth of the
 		// built-in broker's produce CPU, in GC.
-		ref := getFrame(size)
+		if _, err := s.cr.Discard(4); err != nil {
+			return err
+		}
+		ref, err := s.readBody(size) // body.go: read as it arrives, within the budget
+		if err != nil {
+			return err
+		}
 		defer putFrame(ref)
 		frame = ref.b
-		if _, err := s.cr.Discard(4); err != nil {
-			return err
-		}
-		if _, err := io.ReadFull(s.cr, frame); err != nil {
-			return badRequest(closeMalformed, "request truncated: %w", truncated(err))
-		}
 	default:
-		frame = make([]byte, size)
 		if _, err := s.cr.Discard(4); err != nil {
 			return err
 		}
-		if _, err := io.ReadFull(s.cr, frame); err != nil {
-			return badRequest(closeMalformed, "request truncated: %w", truncated(err))
+		var err error
+		if frame, err = s.ownedBody(size); err != nil {
+			return err
 		}
 	}
+	release := s.takeHeld() // the broker has answered: the body is no longer in flight
 	req := &wire.Request{Key: h.Key, Version: h.Version, Correlation: h.Correlation, Body: frame[h.Len:]}
 	if !h.ClientIDNull {
 		id := string(h.ClientID)
@@ -735,6 +743,7 @@ func (s *session) handleLocal(h wire.RequestHeader, size int, expectResponse boo
 		}
 	}
 	s.local.Handle(req, func(body wire.Body, err error) {
+		release()
 		switch {
 		case ch != nil:
 			ch <- result{body, err}
