@@ -95,6 +95,11 @@ type Upstream struct {
 	// MetadataRefresh is how often the gateway refreshes its view of the
 	// upstream brokers.
 	MetadataRefresh Duration `yaml:"metadata_refresh"`
+	// ForwardUnknownAPIs relays requests the gateway cannot decode (keys
+	// newer than this build, up to 127; newer versions of keys whose
+	// responses carry no address) instead of closing the connection.
+	// Policy can still deny them by key number or the group "unknown".
+	ForwardUnknownAPIs bool `yaml:"forward_unknown_apis,omitempty"`
 }
 
 // UpstreamTLS configures TLS towards the upstream brokers. Files are PEM.

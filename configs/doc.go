@@ -47,6 +47,7 @@
 //	  sasl: ~                   # {mechanism, username, password_file | token_file}, or passthrough; see security.go
 //	  dial_timeout: 10s
 //	  metadata_refresh: 30s     # how often the broker list is refreshed
+//	  forward_unknown_apis: false  # relay keys/versions the gateway cannot decode (default: close)
 //	broker:                     # the built-in broker (ignored with an upstream)
 //	  data_dir: ./tollgate-data # relative to the working directory
 //	  fsync: always             # always | interval | never

@@ -173,6 +173,21 @@ var APIGroups = map[string][]int16{
 	"group":       {8, 9, 10, 11, 12, 13, 14, 15, 16, 68, 69, 76, 77, 88, 89, 90},
 	"transaction": {22, 24, 25, 26, 28},
 	"admin":       adminKeys(),
+	"unknown":     unknownKeys(),
+}
+
+// MaxNamedKey is the largest API key a rule can name. Keys above
+// kmsg.MaxKey are ones this build cannot decode; the gateway refuses them
+// unless upstream.forward_unknown_apis relays them, and rules can still
+// deny them by number or with the group "unknown".
+const MaxNamedKey = 127
+
+func unknownKeys() []int16 {
+	var keys []int16
+	for k := int16(kmsg.MaxKey + 1); k <= MaxNamedKey; k++ {
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 func adminKeys() []int16 {
@@ -193,8 +208,8 @@ func adminKeys() []int16 {
 
 // ResolveAPI turns one Match.API entry into API keys: a group name
 // (lowercase, exactly), an API name (otherwise case-insensitive: Kafka's
-// "InitProducerId" or kmsg's "InitProducerID"), or a key number that kmsg
-// knows.
+// "InitProducerId" or kmsg's "InitProducerID"), or a key number up to
+// MaxNamedKey.
 func ResolveAPI(s string) ([]int16, error) {
 	t := strings.TrimSpace(s)
 	// Group names are lowercase and matched exactly, so "produce" is the
@@ -203,8 +218,8 @@ func ResolveAPI(s string) ([]int16, error) {
 		return g, nil
 	}
 	if n, err := strconv.Atoi(t); err == nil {
-		if n < 0 || n > kmsg.MaxKey {
-			return nil, fmt.Errorf("API key %d is not one this version knows (0-%d)", n, kmsg.MaxKey)
+		if n < 0 || n > MaxNamedKey {
+			return nil, fmt.Errorf("API key %d is out of range (0-%d; keys above %d are newer than this version)", n, MaxNamedKey, kmsg.MaxKey)
 		}
 		return []int16{int16(n)}, nil
 	}
@@ -217,7 +232,7 @@ func ResolveAPI(s string) ([]int16, error) {
 	if c := closestAPI(t); c != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", c)
 	}
-	return nil, fmt.Errorf("%s: want an API name such as Produce or CreateTopics, a key number, or a group (admin, produce, consume, group, transaction)", msg)
+	return nil, fmt.Errorf("%s: want an API name such as Produce or CreateTopics, a key number, or a group (admin, produce, consume, group, transaction, unknown)", msg)
 }
 
 func closestAPI(s string) string {

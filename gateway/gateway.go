@@ -202,6 +202,7 @@ func buildOptions(cfg *configs.Config, log *slog.Logger, obs broker.Observer) (p
 	if cfg.UpstreamMode() {
 		u := cfg.Upstream
 		opts.Bootstrap = u.Bootstrap
+		opts.ForwardUnknownAPIs = u.ForwardUnknownAPIs
 		opts.DialTimeout = u.DialTimeout.D()
 		opts.MetadataRefresh = u.MetadataRefresh.D()
 		if u.TLS != nil {

@@ -35,6 +35,11 @@ type Options struct {
 	// closing it mid-request.
 	UpstreamAuth func(ctx context.Context, conn net.Conn, addr string) (time.Duration, error)
 
+	// ForwardUnknownAPIs relays (as bytes) requests the gateway cannot
+	// decode: keys newer than this build and newer versions of keys whose
+	// responses carry no address. Off: they close the connection (unknown.go).
+	ForwardUnknownAPIs bool
+
 	// Local is the built-in broker; used when Bootstrap is empty.
 	Local Local
 

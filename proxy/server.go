@@ -63,7 +63,8 @@ type Server struct {
 	discoveryErr atomic.Pointer[error]         // outcome of the last broker discovery (upstream mode)
 	names        topicNames                    // topic id -> name, from Metadata responses
 
-	budget *byteBudget // request bytes in flight across every session (body.go)
+	budget     *byteBudget // request bytes in flight across every session (body.go)
+	unknownLog *rateLog    // refusals of undecodable requests (unknown.go)
 }
 
 // listener is one client-facing listener: its bootstrap port plus, in
@@ -93,6 +94,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.guard = newAddrGuard(opts.ConnectionRatePerAddress, opts.AuthFailuresPerAddress, opts.AuthLockout)
 	s.budget = newByteBudget(opts.MaxRequestBytesInFlight)
+	s.unknownLog = newRateLog(time.Second)
 	return s, nil
 }
 

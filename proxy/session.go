@@ -424,13 +424,8 @@ func (s *session) handleFrame(size int) error {
 	if err != nil {
 		return badRequest(closeMalformed, "request header: %w", err)
 	}
-	if !h.Known && h.Key != 18 && needsKey(h.Key) {
-		// Responses of this key carry addresses and this build cannot
-		// decode this version: forwarding it could leak an upstream
-		// address. The gateway never offers such a version in ApiVersions,
-		// so a client that sends it ignored negotiation; Kafka closes the
-		// connection in that case too.
-		return badRequest(closeUnsupported, "%s v%d was not offered by the gateway", apiName(h.Key), h.Version)
+	if err := s.checkDecodable(h); err != nil { // unknown.go
+		return err
 	}
 	if err := s.preauthCheck(h); err != nil {
 		return err
