@@ -138,7 +138,7 @@ func TestUnknownKeyPassesThrough(t *testing.T) {
 		}
 	}()
 	srv, err := proxy.New(proxy.Options{
-		Listeners:   []proxy.ListenerOptions{{Name: "t", Listen: "127.0.0.1:0"}},
+		Listeners:          []proxy.ListenerOptions{{Name: "t", Listen: "127.0.0.1:0"}},
 		Bootstrap:          []string{ln.Addr().String()},
 		Logger:             testLogger(t),
 		DialTimeout:        2 * time.Second,
