@@ -40,7 +40,7 @@ import (
 //     non-empty and no file exists for off; the gateway's own counters
 //     (records written and dropped) are reported.
 
-// Suite names a benchmark mode of `tollgate bench --suite`.
+// Suite names a benchmark mode of `tollgate-bench --suite`.
 type Suite string
 
 const (
@@ -190,7 +190,7 @@ func topicRules(n int) []string {
 // the admin server off, and the variant's policy and audit sections.
 func (v variant) configYAML(upstreams []string, auditFile string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# written by tollgate bench: variant %s (%s)\n", v.name, v.desc)
+	fmt.Fprintf(&b, "# written by tollgate-bench: variant %s (%s)\n", v.name, v.desc)
 	b.WriteString("listeners:\n")
 	if v.tls != nil {
 		fmt.Fprintf(&b, "  - {name: bench, listen: 127.0.0.1:0, broker_port_base: 0, tls: {cert: %q, key: %q}}\n", v.tls.Cert, v.tls.Key)

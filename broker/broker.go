@@ -10,7 +10,7 @@
 // state is the coordinator journal, groups_journal.go), the stats the
 // metrics layer reads (stats.go), and the protocol.
 //
-// Ownership (STYLE.md example 2): the topic registry is guarded by
+// Ownership: the topic registry is guarded by
 // Broker.mu, held only to look up or change the map, never across I/O on a
 // partition; each partition's log is owned by storage (safe for concurrent
 // use); fsync waits, long-poll fetches and sendfile happen with no broker lock

@@ -149,7 +149,7 @@ func (e *Engine) checkFetch(r *Request, bits []uint64, f *kmsg.FetchRequest, rat
 	// Forward a sessionless full fetch (SessionID 0, epoch -1) of the
 	// allowed topics. Dropping partitions from an incremental fetch
 	// session would desynchronise the client's session from the broker's
-	// (KIP-227, PROTOCOL-NOTES §5.3); a sessionless answer makes the client
+	// (KIP-227, docs/protocol.md §4.3); a sessionless answer makes the client
 	// drop its session and send full fetches, which stay correct.
 	fwd := *f
 	fwd.SessionID, fwd.SessionEpoch, fwd.ForgottenTopics = 0, -1, nil

@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/apis"
 )
 
 // Resources are found in request bodies by kmsg field name. kmsg is
@@ -63,38 +65,25 @@ func (c *resourceCodes) get(k resKey, fallback int16) int16 {
 }
 
 // keyCode is the error a broker uses when it refuses a request of key
-// outright (PROTOCOL-NOTES §5.1).
+// outright (docs/protocol.md §4.1): the API table's, except where the
+// request decides it.
 func keyCode(key int16, req kmsg.Request, u *unit) int16 {
 	switch key {
-	case 0, 1, 2, 3, 19, 20, 21, 23, 37, 61, 75:
-		return kerr.TopicAuthorizationFailed.Code
-	case 8, 9, 11, 12, 13, 14, 15, 42, 47, 68, 69, 76, 77, 78, 79, 88, 89, 90, 91, 92:
-		return kerr.GroupAuthorizationFailed.Code
-	case 24, 25, 26, 28, 65:
-		return kerr.TransactionalIDAuthorizationFailed.Code
-	case 22:
-		// InitProducerId: WRITE on the transactional id, or
-		// IDEMPOTENT_WRITE on the cluster without one.
+	case apis.InitProducerID:
+		// WRITE on the transactional id, or IDEMPOTENT_WRITE on the
+		// cluster without one.
 		if r, ok := req.(*kmsg.InitProducerIDRequest); ok && r.TransactionalID != nil {
 			return kerr.TransactionalIDAuthorizationFailed.Code
 		}
-		return kerr.ClusterAuthorizationFailed.Code
-	case 10:
+	case apis.FindCoordinator:
 		if u != nil && u.hasTxn {
 			return kerr.TransactionalIDAuthorizationFailed.Code
 		}
 		if r, ok := req.(*kmsg.FindCoordinatorRequest); ok && r.CoordinatorType == 1 {
 			return kerr.TransactionalIDAuthorizationFailed.Code
 		}
-		return kerr.GroupAuthorizationFailed.Code
-	case 38, 39, 40, 41:
-		return kerr.DelegationTokenAuthorizationFailed.Code
-	case 17:
-		return kerr.UnsupportedSaslMechanism.Code
-	case 36:
-		return kerr.SaslAuthenticationFailed.Code
 	}
-	return kerr.ClusterAuthorizationFailed.Code
+	return apis.Of(key).DenyCode
 }
 
 // ruleCode is the error for a unit a rule denies: the resource the rule

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/tollgate-kafka/tollgate/wire"
 )
 
@@ -32,9 +33,6 @@ import (
 // Streamed frames (gateway mode, no policy or audit decode) never hold
 // their body and take nothing from the budget.
 
-// produceKey is the one API whose frames may use MaxFrameBytes.
-const produceKey = 0
-
 // firstChunk is the body buffer a large frame starts with.
 const firstChunk = 64 << 10
 
@@ -54,7 +52,7 @@ func (s *session) checkRequestSize(size int) error {
 		return badRequest(closeMalformed, "frame truncated before its API key: %w", truncated(err))
 	}
 	key := int16(binary.BigEndian.Uint16(b[4:]))
-	if key == produceKey {
+	if key == apis.Produce { // the one API whose frames may use MaxFrameBytes
 		return nil // the size prefix check applied MaxFrameBytes
 	}
 	return badRequest(closeMalformed, "%w: %s request of %d bytes; requests other than Produce are limited to %d (limits.max_request_bytes)",

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/tollgate-kafka/tollgate/audit"
 	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/wire"
@@ -351,8 +352,17 @@ func materialize(b wire.Body) ([]byte, error) {
 }
 
 // saslKeys are the versions the gateway serves when it terminates SASL
-// itself: SaslHandshake never above v1 (KAFKA-9577), SaslAuthenticate v0-2.
-var saslKeys = map[int16][2]int16{17: {0, 1}, 36: {0, 2}}
+// itself (apis.Info.GatewayVersions): SaslHandshake never above v1
+// (KAFKA-9577), SaslAuthenticate v0-2.
+var saslKeys = func() map[int16][2]int16 {
+	m := map[int16][2]int16{}
+	for _, in := range apis.All() {
+		if in.GatewayVersions != nil {
+			m[in.Key] = *in.GatewayVersions
+		}
+	}
+	return m
+}()
 
 // offerKeys sets the version ranges of keys the gateway answers itself in
 // an ApiVersions response body, whatever the backend offers.

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/tollgate-kafka/tollgate/wire"
 )
 
@@ -38,7 +39,7 @@ type SASLExchange interface {
 
 // saslState is a session's authentication state (SASL listeners only).
 //
-// Kafka's rules (PROTOCOL-NOTES §7): before authentication only
+// Kafka's rules (docs/protocol.md §6): before authentication only
 // ApiVersions, SaslHandshake and SaslAuthenticate are accepted, anything
 // else closes the connection; after SaslHandshake v0 the client sends raw
 // size-prefixed tokens with no Kafka header; a SaslHandshake on an
@@ -63,8 +64,7 @@ func (s *session) preauthCheck(h wire.RequestHeader) error {
 	if st == nil {
 		return nil
 	}
-	switch h.Key {
-	case 17, 18, 36:
+	if apis.Of(h.Key).PreAuth {
 		return nil
 	}
 	if !st.authed {

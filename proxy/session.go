@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/tollgate-kafka/tollgate/audit"
 	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/rewrite"
@@ -430,24 +431,24 @@ func (s *session) handleFrame(size int) error {
 	if err := s.preauthCheck(h); err != nil {
 		return err
 	}
-	if s.sasl != nil && (h.Key == 17 || h.Key == 36) {
+	if s.sasl != nil && (h.Key == apis.SASLHandshake || h.Key == apis.SASLAuthenticate) {
 		return s.handleSASL(h, size)
 	}
-	if s.sasl == nil && h.Key == 17 && h.Version == 0 && s.local == nil {
+	if s.sasl == nil && h.Key == apis.SASLHandshake && h.Version == 0 && s.local == nil {
 		// After a v0 handshake the client sends raw SASL tokens with no
 		// Kafka header, which a relaying gateway cannot frame; every client
 		// since Kafka 1.0 uses v1 (KIP-152).
 		return badRequest(closeUnsupported, "SaslHandshake v0 (raw SASL tokens) cannot be relayed; use a client that speaks SaslHandshake v1, or terminate SASL at the gateway")
 	}
 	s.adoptPassthroughPrincipal()
-	if h.Key == 18 && !h.Known {
+	if h.Key == apis.ApiVersions && !h.Known {
 		// An ApiVersions version newer than this build: answer as a broker
 		// does (KIP-511), a v0 body with UNSUPPORTED_VERSION and the
 		// versions we serve, so the client retries with one of them.
 		return s.answer(h, size, wire.Bytes(rewrite.UnsupportedApiVersions()))
 	}
 	expectResponse := true
-	if h.Key == 0 { // Produce
+	if h.Key == apis.Produce {
 		acks, err := produceAcks(h, frame)
 		if err != nil {
 			return badRequest(closeMalformed, "produce request: %w", err)
@@ -469,7 +470,7 @@ func (s *session) handleFrame(size int) error {
 			return err
 		}
 	}
-	if h.Known && j.req == nil && (h.Key == 18 && h.Version >= 3 || obs.rec != nil && s.srv.opts.Audit.Level() == audit.Full) {
+	if h.Known && j.req == nil && (h.Key == apis.ApiVersions && h.Version >= 3 || obs.rec != nil && s.srv.opts.Audit.Level() == audit.Full) {
 		// Decode for the audit record (and ApiVersions' client software).
 		if j.whole == nil {
 			if j.whole, obs.frame, err = s.readFrame(size); err != nil {
@@ -480,7 +481,7 @@ func (s *session) handleFrame(size int) error {
 			return err
 		}
 	}
-	if h.Key == 18 && j.req != nil {
+	if h.Key == apis.ApiVersions && j.req != nil {
 		if name, version, ok := audit.ClientSoftware(j.req); ok {
 			s.softwareName, s.softwareVersion = name, version
 			if obs.rec != nil {
@@ -488,7 +489,7 @@ func (s *session) handleFrame(size int) error {
 			}
 		}
 	}
-	if h.Key == 36 && s.sasl == nil && s.local == nil && h.Known {
+	if h.Key == apis.SASLAuthenticate && s.sasl == nil && s.local == nil && h.Known {
 		if j.whole == nil {
 			if j.whole, obs.frame, err = s.readFrame(size); err != nil {
 				return err
@@ -498,10 +499,10 @@ func (s *session) handleFrame(size int) error {
 	obs.req = j.req
 	p := pending{key: h.Key, version: h.Version, corr: h.Correlation, merge: j.merge, throttle: j.throttle,
 		delay: j.throttle > 0 && !policy.AppliesAfterResponse(h.Key, h.Version), obs: obs}
-	if h.Key == 36 && s.sasl == nil && s.local == nil && j.whole != nil {
+	if h.Key == apis.SASLAuthenticate && s.sasl == nil && s.local == nil && j.whole != nil {
 		p.saslUser = s.passthroughStep(h, j.whole)
 	}
-	if eng := s.srv.policy.Load(); h.Key == 18 && eng != nil && eng.HidesKeys(s.l.opts.Name) {
+	if eng := s.srv.policy.Load(); h.Key == apis.ApiVersions && eng != nil && eng.HidesKeys(s.l.opts.Name) {
 		p.hide = eng.DeniedKeys(&s.subj)
 	}
 	if !expectResponse {
@@ -700,7 +701,7 @@ func (s *session) handleLocal(h wire.RequestHeader, size int, expectResponse boo
 		frame, h.Len = j.forward[4:], fh.Len
 	case j.whole != nil:
 		frame = j.whole[4:]
-	case h.Key == 0:
+	case h.Key == apis.Produce:
 		// The broker keeps nothing of a Produce body once Handle returns
 		// (the batches are written to the log inside Handle), so the
 		// buffer is pooled: one allocation per produce was a fifth of the
@@ -813,14 +814,14 @@ func (s *session) writeLocal(p pending) error {
 		}
 		return err
 	}
-	if p.key == 1 || p.key == 78 {
+	if p.key == apis.Fetch || p.key == apis.ShareFetch {
 		s.fetchBytes.Add(int64(body.Len()))
 	}
 	// The built-in broker's zero-copy Fetch bodies are streamed from disk
 	// untouched: it is the only node, never answers NOT_LEADER, and so never
 	// fills the KIP-951 endpoints. Everything else it answers is in memory
 	// and rewritten like an upstream response.
-	if b, ok := body.(wire.Bytes); ok && (rewrite.Needs(p.key, p.version) || p.key == 18) {
+	if b, ok := body.(wire.Bytes); ok && (rewrite.Needs(p.key, p.version) || p.key == apis.ApiVersions) {
 		out, err := s.rewrite(p, b)
 		if err != nil {
 			return &backendError{err}
@@ -869,18 +870,18 @@ func (s *session) relayResponse(p pending) error {
 	if err := s.delayFor(p); err != nil {
 		return err
 	}
-	if p.key == 1 || p.key == 78 {
+	if p.key == apis.Fetch || p.key == apis.ShareFetch {
 		s.fetchBytes.Add(int64(total))
 	}
 	// Fetch streams even when fully audited: the walker reports what each
 	// partition returned.
 	fullAudit := p.obs.rec != nil && p.obs.req != nil
-	if p.key == 1 && p.merge == nil && wire.IsFlexible(p.key, p.version) {
+	if p.key == apis.Fetch && p.merge == nil && wire.IsFlexible(p.key, p.version) {
 		err := s.relayFetch(&p, total)
 		s.finish(&p, total, nil)
 		return err
 	}
-	if fullAudit || p.adjusted() || rewrite.Needs(p.key, p.version) || p.key == 18 || p.saslUser != "" {
+	if fullAudit || p.adjusted() || rewrite.Needs(p.key, p.version) || p.key == apis.ApiVersions || p.saslUser != "" {
 		return s.relayRewritten(p, total)
 	}
 	defer s.finish(&p, total, nil)
@@ -979,7 +980,7 @@ func (s *session) trimReadBuffer() {
 
 func (s *session) rewrite(p pending, body []byte) ([]byte, error) {
 	eng := s.srv.policy.Load()
-	if p.key == 18 {
+	if p.key == apis.ApiVersions {
 		var mustDecode func(int16) bool
 		if eng != nil {
 			// Rules may need any body decoded: offer only versions kmsg knows.
@@ -1004,7 +1005,7 @@ func (s *session) rewrite(p pending, body []byte) ([]byte, error) {
 	if changed {
 		s.hooks.Rewrite(p.key)
 	}
-	if p.key == 3 && eng != nil {
+	if p.key == apis.Metadata && eng != nil {
 		s.srv.names.learn(p.version, out)
 	}
 	return out, nil

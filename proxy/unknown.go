@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/tollgate-kafka/tollgate/wire"
 )
 
@@ -30,13 +31,10 @@ import (
 // rules can name keys up to it (configs.ResolveAPI).
 const maxForwardedKey = 127
 
-// apiVersionsKey is answered for any version (KIP-511).
-const apiVersionsKey = 18
-
 // checkDecodable refuses a request the gateway cannot decode, unless the
 // configuration forwards it.
 func (s *session) checkDecodable(h wire.RequestHeader) error {
-	if h.Known || h.Key == apiVersionsKey {
+	if h.Known || h.Key == apis.ApiVersions { // answered at any version (KIP-511)
 		return nil
 	}
 	if needsKey(h.Key) {
@@ -54,5 +52,5 @@ func (s *session) checkDecodable(h wire.RequestHeader) error {
 func (s *session) refuseUnknown(h wire.RequestHeader, why string) error {
 	s.hooks.Malformed("unknown_api")
 	s.srv.unknownLog.warn(s.log, "unknown_api", "refused a request the gateway cannot decode", "api", apiName(h.Key), "key", h.Key, "version", h.Version)
-	return badRequest(closeUnsupported, "%s v%d refused: %s", apiName(h.Key), h.Version, why)
+	return badRequest(closeUnsupported, "%s v%d was not offered by the gateway: %s", apiName(h.Key), h.Version, why)
 }

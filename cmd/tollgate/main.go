@@ -4,7 +4,7 @@
 //	tollgate --upstream kafka-1:9092          # gateway in front of a cluster
 //	tollgate --config gateway.yaml            # everything from one file (flags override it)
 //	tollgate check-config gateway.yaml        # validate a file without starting
-//	tollgate bench                            # the throughput/latency benchmark (see README)
+//	tollgate-bench                            # the benchmark, its own command (cmd/tollgate-bench)
 //	tollgate tap                              # live traffic from a running gateway's admin server
 //	tollgate users add alice --file users.yaml # SASL credentials for PLAIN/SCRAM
 package main
@@ -33,7 +33,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case "check-config":
 			return checkConfig(args[1:], stdout, stderr)
 		case "bench":
-			return benchCmd(args[1:], stdout, stderr)
+			return benchMoved(stderr)
 		case "tap":
 			return tapCmd(args[1:], stdout, stderr)
 		case "users":

@@ -36,7 +36,7 @@ func loadConfig(args []string, stderr io.Writer) (*configs.Config, string, error
 		logFormat = fs.String("log-format", "", "text | json")
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tollgate [flags]\n       tollgate check-config [--print] FILE\n       tollgate bench [flags]\n\nflags:")
+		fmt.Fprintln(stderr, "usage: tollgate [flags]\n       tollgate check-config [--print] FILE\n\nflags:")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
