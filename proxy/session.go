@@ -836,6 +836,7 @@ func (s *session) writeLocal(p pending) error {
 		s.finish(&p, out, b)
 		return err
 	}
+	s.noteFetched(&p, body) // observe.go: a zero-copy Fetch body's partitions, for audit
 	if _, err := s.client.Write(s.wbuf); err != nil {
 		if r, ok := body.(releaser); ok {
 			r.Release()

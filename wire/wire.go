@@ -51,3 +51,21 @@ var (
 	// ErrUnsupportedRequest: a key or version the backend does not serve.
 	ErrUnsupportedRequest = errors.New("unsupported request key or version")
 )
+
+// FetchedPartition is what a Fetch response returned for one partition.
+type FetchedPartition struct {
+	Topic     string
+	TopicID   [16]byte
+	Partition int32
+	ErrorCode int16
+	Bytes     int // record batch bytes
+	Records   int // records at or after the fetch offset
+}
+
+// FetchSummary is implemented by Fetch response bodies the gateway streams
+// without decoding (the built-in broker's zero-copy body), so audit records
+// and the tap can still say what each partition returned. It must be
+// called before WriteTo.
+type FetchSummary interface {
+	Fetched() []FetchedPartition
+}
