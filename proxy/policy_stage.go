@@ -119,6 +119,13 @@ func (s *session) judge(eng *policy.Engine, h wire.RequestHeader, size int, obs 
 		s.mute(v.Throttle)
 		s.hooks.Throttled(v.ThrottleRule, v.Throttle)
 	}
+	if h.Key != apis.Fetch {
+		// Kafka reports a fetch quota in Fetch responses only.
+	} else if d, rule := s.takeFetchThrottle(); d > j.throttle && v.Action != policy.Deny {
+		// A fetch rate charged after the last Fetch: this request's answer
+		// and audit record carry it (KIP-219 throttle_time_ms).
+		j.throttle, j.rule, obs.rule = d, rule, rule
+	}
 	switch v.Action {
 	case policy.Deny:
 		if j.whole == nil {
@@ -315,8 +322,8 @@ func (s *session) chargeFetchBytes() {
 	if eng == nil {
 		return
 	}
-	if d, _ := eng.OnResponse(&s.subj, 1, int(n), time.Now()); d > 0 {
-		s.mute(d)
+	if d, rule := eng.OnResponse(&s.subj, apis.Fetch, int(n), time.Now()); d > 0 {
+		s.fetchThrottled(d, rule) // throttle.go
 	}
 }
 

@@ -63,8 +63,8 @@ type Server struct {
 	discoveryErr atomic.Pointer[error]         // outcome of the last broker discovery (upstream mode)
 	names        topicNames                    // topic id -> name, from Metadata responses
 
-	budget     *byteBudget // request bytes in flight across every session (body.go)
-	unknownLog *rateLog    // refusals of undecodable requests (unknown.go)
+	budget  *byteBudget // request bytes in flight across every session (body.go)
+	warnLog *rateLog    // client-triggered warnings: undecodable requests, fetch throttles
 }
 
 // listener is one client-facing listener: its bootstrap port plus, in
@@ -94,7 +94,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.guard = newAddrGuard(opts.ConnectionRatePerAddress, opts.AuthFailuresPerAddress, opts.AuthLockout)
 	s.budget = newByteBudget(opts.MaxRequestBytesInFlight)
-	s.unknownLog = newRateLog(time.Second)
+	s.warnLog = newRateLog(time.Second)
 	return s, nil
 }
 

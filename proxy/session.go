@@ -90,6 +90,9 @@ type session struct {
 
 	heldBody int64 // budget reserved for the current request's owned body (read loop only; body.go)
 
+	fetchThrottle     time.Duration // a fetch-rate throttle the next answer reports (read loop only; throttle.go)
+	fetchThrottleRule string
+
 	connMu    sync.Mutex // guards client, up and local against close while they are installed
 	closeOnce sync.Once
 	reason    closeReason
