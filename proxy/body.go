@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -51,11 +52,20 @@ func (s *session) checkRequestSize(size int) error {
 	if err != nil {
 		return badRequest(closeMalformed, "frame truncated before its API key: %w", truncated(err))
 	}
-	key := int16(binary.BigEndian.Uint16(b[4:]))
-	if key == apis.Produce { // the one API whose frames may use MaxFrameBytes
-		return nil // the size prefix check applied MaxFrameBytes
+	if err := requestSizeErr(int16(binary.BigEndian.Uint16(b[4:])), size, limit); err != nil {
+		return badRequest(closeMalformed, "%w", err)
 	}
-	return badRequest(closeMalformed, "%w: %s request of %d bytes; requests other than Produce are limited to %d (limits.max_request_bytes)",
+	return nil
+}
+
+// requestSizeErr says why a frame of size bytes is too large for key, or
+// nil: only Produce may exceed limit (the size prefix check already held
+// it to MaxFrameBytes).
+func requestSizeErr(key int16, size, limit int) error {
+	if size <= limit || key == apis.Produce {
+		return nil
+	}
+	return fmt.Errorf("%w: %s request of %d bytes; requests other than Produce are limited to %d (limits.max_request_bytes)",
 		wire.ErrFrameTooLarge, apiName(key), size, limit)
 }
 
