@@ -14,8 +14,8 @@ import "github.com/twmb/franz-go/pkg/kmsg"
 // The first occurrence is kept, later ones are dropped; for topic lists
 // with partitions, a repeated topic's partitions join the first entry and
 // the partitions are de-duplicated in turn. CreateTopics and
-// CreatePartitions are not touched: Kafka answers a repeated name there
-// with INVALID_REQUEST, which their handlers decide.
+// CreatePartitions are not touched here: Kafka answers a repeated name
+// there with INVALID_REQUEST, once per name, which their handlers do.
 //
 // NOTE: a new handler that takes a list of names or ids belongs here.
 

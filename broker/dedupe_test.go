@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -66,4 +67,52 @@ func FuzzDedupe(f *testing.F) {
 			t.Fatalf("%v deduped to %v, want %v", names, req.Groups, want)
 		}
 	})
+}
+
+// TestDuplicateNamesAnsweredOnce: repeated names cost one entry of work
+// and of response: Metadata, DescribeGroups, and CreateTopics (whose
+// repeated name is INVALID_REQUEST, once).
+func TestDuplicateNamesAnsweredOnce(t *testing.T) {
+	_, srv := newBroker(t)
+	createTopic(t, srv.addr(), "dup", 1, nil)
+	cl := newClient(t, srv.addr())
+	ctx := testCtx(t)
+	md := kmsg.NewPtrMetadataRequest()
+	for range 10000 {
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr("dup")
+		md.Topics = append(md.Topics, mt)
+	}
+	mresp, err := md.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mresp.Topics) != 1 || mresp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("Metadata naming a topic 10000 times answered %d entries", len(mresp.Topics))
+	}
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	for range 1000 {
+		dg.Groups = append(dg.Groups, "g")
+	}
+	dresp, err := dg.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dresp.Groups) != 1 {
+		t.Fatalf("DescribeGroups naming a group 1000 times answered %d entries", len(dresp.Groups))
+	}
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	ct.TimeoutMillis = 5000
+	for range 3 {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "twice", 1, 1
+		ct.Topics = append(ct.Topics, rt)
+	}
+	cresp, err := ct.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cresp.Topics) != 1 || cresp.Topics[0].ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("CreateTopics with a name three times: %+v", cresp.Topics)
+	}
 }
