@@ -104,27 +104,35 @@ func dedupeWrites(req kmsg.Request) {
 		}
 	case *kmsg.OffsetCommitRequest:
 		r.Topics = dedupe(r.Topics, func(t *kmsg.OffsetCommitRequestTopic) topicKey { return topicKey{t.Topic, t.TopicID} },
-			func(dst, src *kmsg.OffsetCommitRequestTopic) { dst.Partitions = append(dst.Partitions, src.Partitions...) })
+			func(dst, src *kmsg.OffsetCommitRequestTopic) {
+				dst.Partitions = append(dst.Partitions, src.Partitions...)
+			})
 		for i := range r.Topics {
 			r.Topics[i].Partitions = dedupe(r.Topics[i].Partitions, func(p *kmsg.OffsetCommitRequestTopicPartition) int32 { return p.Partition },
 				func(dst, src *kmsg.OffsetCommitRequestTopicPartition) { *dst = *src })
 		}
 	case *kmsg.TxnOffsetCommitRequest:
 		r.Topics = dedupe(r.Topics, func(t *kmsg.TxnOffsetCommitRequestTopic) topicKey { return topicKey{t.Topic, t.TopicID} },
-			func(dst, src *kmsg.TxnOffsetCommitRequestTopic) { dst.Partitions = append(dst.Partitions, src.Partitions...) })
+			func(dst, src *kmsg.TxnOffsetCommitRequestTopic) {
+				dst.Partitions = append(dst.Partitions, src.Partitions...)
+			})
 		for i := range r.Topics {
 			r.Topics[i].Partitions = dedupe(r.Topics[i].Partitions, func(p *kmsg.TxnOffsetCommitRequestTopicPartition) int32 { return p.Partition },
 				func(dst, src *kmsg.TxnOffsetCommitRequestTopicPartition) { *dst = *src })
 		}
 	case *kmsg.AddPartitionsToTxnRequest:
 		r.Topics = dedupe(r.Topics, func(t *kmsg.AddPartitionsToTxnRequestTopic) string { return t.Topic },
-			func(dst, src *kmsg.AddPartitionsToTxnRequestTopic) { dst.Partitions = append(dst.Partitions, src.Partitions...) })
+			func(dst, src *kmsg.AddPartitionsToTxnRequestTopic) {
+				dst.Partitions = append(dst.Partitions, src.Partitions...)
+			})
 		for i := range r.Topics {
 			r.Topics[i].Partitions = dedupeInt32s(r.Topics[i].Partitions)
 		}
 	case *kmsg.OffsetDeleteRequest:
 		r.Topics = dedupe(r.Topics, func(t *kmsg.OffsetDeleteRequestTopic) string { return t.Topic },
-			func(dst, src *kmsg.OffsetDeleteRequestTopic) { dst.Partitions = append(dst.Partitions, src.Partitions...) })
+			func(dst, src *kmsg.OffsetDeleteRequestTopic) {
+				dst.Partitions = append(dst.Partitions, src.Partitions...)
+			})
 		for i := range r.Topics {
 			r.Topics[i].Partitions = dedupe(r.Topics[i].Partitions, func(p *kmsg.OffsetDeleteRequestTopicPartition) int32 { return p.Partition }, nil)
 		}
