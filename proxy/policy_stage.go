@@ -259,7 +259,6 @@ func (s *session) finishUnanswered(h wire.RequestHeader, obs observed) {
 		obs.rec.Decision, obs.rec.Rule = audit.Denied, obs.rule
 		s.srv.opts.Audit.Log(obs.rec)
 	}
-	putFrame(obs.frame)
 }
 
 // mute stops reading the client for d after the current request, the

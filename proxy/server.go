@@ -28,8 +28,7 @@ type Local interface {
 }
 
 // LocalConn is one client connection's handle on the built-in broker.
-// Handle owns req.Body, except that it must not retain the body of a
-// Produce request (key 0) after it returns: the gateway reuses that buffer.
+// Who owns req.Body and the response body is wire.Request's Ownership rule.
 type LocalConn interface {
 	Handle(req *wire.Request, done func(wire.Body, error))
 	Close()

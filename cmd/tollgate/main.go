@@ -20,7 +20,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/tollgate-kafka/tollgate/policy"
+	"github.com/tollgate-kafka/tollgate/gateway"
 )
 
 func main() {
@@ -92,13 +92,17 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		stdout.Write(out)
 		return 0
 	}
-	if _, warnings, err := policy.Compile(cfg.Policy); err != nil {
+	// The same provisioning as serve, up to opening sockets and files:
+	// TLS configs, principal mappers, SASL servers, the compiled policy,
+	// the broker options.
+	plan, err := gateway.Provision(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
-	} else {
-		for _, w := range warnings {
-			fmt.Fprintln(stdout, "warning:", w.String())
-		}
+	}
+	plan.Close()
+	for _, w := range plan.Warnings {
+		fmt.Fprintln(stdout, "warning:", w.String())
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", fs.Arg(0))
 	return 0
