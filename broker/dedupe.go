@@ -34,6 +34,10 @@ func dedupeRequest(req kmsg.Request) {
 		r.Groups = dedupeStrings(r.Groups)
 	case *kmsg.DescribeTransactionsRequest:
 		r.TransactionalIDs = dedupeStrings(r.TransactionalIDs)
+	case *kmsg.ShareGroupDescribeRequest:
+		r.GroupIDs = dedupeStrings(r.GroupIDs)
+	case *kmsg.DescribeTopicPartitionsRequest:
+		r.Topics = dedupe(r.Topics, func(t *kmsg.DescribeTopicPartitionsRequestTopic) string { return t.Topic }, nil)
 	case *kmsg.DescribeConfigsRequest:
 		type res struct {
 			t    kmsg.ConfigResourceType
@@ -78,6 +82,14 @@ func dedupePartitioned(req kmsg.Request) {
 	case *kmsg.DescribeLogDirsRequest:
 		r.Topics = dedupe(r.Topics, func(t *kmsg.DescribeLogDirsRequestTopic) string { return t.Topic },
 			func(dst, src *kmsg.DescribeLogDirsRequestTopic) {
+				dst.Partitions = append(dst.Partitions, src.Partitions...)
+			})
+		for i := range r.Topics {
+			r.Topics[i].Partitions = dedupeInt32s(r.Topics[i].Partitions)
+		}
+	case *kmsg.DescribeProducersRequest:
+		r.Topics = dedupe(r.Topics, func(t *kmsg.DescribeProducersRequestTopic) string { return t.Topic },
+			func(dst, src *kmsg.DescribeProducersRequestTopic) {
 				dst.Partitions = append(dst.Partitions, src.Partitions...)
 			})
 		for i := range r.Topics {
