@@ -73,14 +73,16 @@ func requestSizeErr(key int16, size, limit int) error {
 // Server. Sessions reserve before they grow a body buffer and release when
 // the request is done.
 type byteBudget struct {
+	hooks   Hooks
+	total   int64
 	mu      sync.Mutex
 	avail   int64
 	waiting int           // reads blocked in reserve
 	freed   chan struct{} // closed (and replaced) whenever bytes are released
 }
 
-func newByteBudget(n int64) *byteBudget {
-	return &byteBudget{avail: n, freed: make(chan struct{})}
+func newByteBudget(n int64, hooks Hooks) *byteBudget {
+	return &byteBudget{hooks: hooks, total: n, avail: n, freed: make(chan struct{})}
 }
 
 // reserve takes n bytes, waiting while fewer are available until deadline
@@ -95,13 +97,17 @@ func (b *byteBudget) reserve(n int64, deadline time.Time, closed <-chan struct{}
 			timer.Stop()
 		}
 	}()
+	waited := false
 	for {
 		b.mu.Lock()
 		if b.avail >= n {
 			b.avail -= n
+			inFlight := b.total - b.avail
 			b.mu.Unlock()
+			b.hooks.RequestBudget(inFlight, waited)
 			return nil
 		}
+		waited = true
 		freed := b.freed
 		b.waiting++
 		b.mu.Unlock()
@@ -132,9 +138,11 @@ func (b *byteBudget) release(n int64) {
 	}
 	b.mu.Lock()
 	b.avail += n
+	inFlight := b.total - b.avail
 	close(b.freed)
 	b.freed = make(chan struct{})
 	b.mu.Unlock()
+	b.hooks.RequestBudget(inFlight, false)
 }
 
 // readBody reads n bytes of the current frame from the client into a

@@ -126,7 +126,10 @@ func TestRequestSizeByAPI(t *testing.T) {
 // first completes, then both are answered and the budget is whole again.
 func TestRequestBudgetStopsReading(t *testing.T) {
 	const budget = 1 << 20
-	srv := startBuiltinWith(t, func(o *proxy.Options) { o.MaxFrameBytes, o.MaxRequestBytesInFlight = budget, budget })
+	reg := prometheus.NewRegistry()
+	srv := startBuiltinWith(t, func(o *proxy.Options) {
+		o.MaxFrameBytes, o.MaxRequestBytesInFlight, o.Hooks = budget, budget, metrics.New(reg)
+	})
 	ctx := ctxT(t, 30*time.Second)
 	cl := newClient(t, srv, nil)
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "budget"); err != nil {
@@ -163,4 +166,10 @@ func TestRequestBudgetStopsReading(t *testing.T) {
 		avail, _ := proxy.BudgetForTest(srv)
 		return avail == budget
 	})
+	if got := counterValue(t, reg, "tollgate_request_budget_waits_total", nil); got < 1 {
+		t.Errorf("request_budget_waits_total = %v, want at least 1", got)
+	}
+	if got := counterValue(t, reg, "tollgate_request_bytes_in_flight", nil); got != 0 {
+		t.Errorf("request_bytes_in_flight = %v with nothing in flight", got)
+	}
 }

@@ -25,6 +25,9 @@ type Hooks interface {
 	Malformed(cause string)
 	Denied(rule string)
 	Throttled(rule string, d time.Duration)
+	// RequestBudget reports request bytes held in memory across all
+	// connections, and whether a read waited for them (body.go).
+	RequestBudget(inFlight int64, waited bool)
 }
 
 type noHooks struct{}
@@ -38,6 +41,7 @@ func (noHooks) Rewrite(int16)                                          {}
 func (noHooks) Malformed(string)                                       {}
 func (noHooks) Denied(string)                                          {}
 func (noHooks) Throttled(string, time.Duration)                        {}
+func (noHooks) RequestBudget(int64, bool)                              {}
 
 // Outcomes of a request, as metrics label them.
 const (

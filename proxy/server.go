@@ -92,7 +92,7 @@ func New(opts Options) (*Server, error) {
 		s.nodes = newNodeRegistry()
 	}
 	s.guard = newAddrGuard(opts.ConnectionRatePerAddress, opts.AuthFailuresPerAddress, opts.AuthLockout)
-	s.budget = newByteBudget(opts.MaxRequestBytesInFlight)
+	s.budget = newByteBudget(opts.MaxRequestBytesInFlight, opts.Hooks)
 	s.warnLog = newRateLog(time.Second)
 	return s, nil
 }
