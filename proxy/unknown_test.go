@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -58,5 +59,70 @@ func testUnknownKeysRefused(t *testing.T, start func(*testing.T, func(*proxy.Opt
 		if err := cl.Ping(ctxT(t, 10*time.Second)); err != nil {
 			t.Fatalf("gateway stopped serving: %v", err)
 		}
+	}
+}
+
+// TestForwardedUnknownKeyDeniedByPolicy: with ForwardUnknownAPIs, a key
+// newer than this build reaches the upstream unless a rule names it (here
+// by the group "unknown"); denied, it closes the connection (no answer can
+// be encoded for it), counted under the rule, and never reaches the
+// upstream.
+func TestForwardedUnknownKeyDeniedByPolicy(t *testing.T) {
+	ln, err := net.Listen("tcp", upstreamHost+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	reached := make(chan struct{}, 10)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 6)
+				if _, err := io.ReadFull(c, buf); err == nil && buf[5] == 120 {
+					reached <- struct{}{}
+				}
+				io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	reg := prometheus.NewRegistry()
+	srv, err := proxy.New(proxy.Options{
+		Listeners:          []proxy.ListenerOptions{{Name: "test", Listen: "127.0.0.1:0"}},
+		Bootstrap:          []string{ln.Addr().String()},
+		Logger:             testLogger(t),
+		DialTimeout:        2 * time.Second,
+		ForwardUnknownAPIs: true,
+		Hooks:              metrics.New(reg),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 20*time.Second)
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(ctx)
+	setPolicy(t, srv, "policy:\n  rules:\n    - name: no-unknown\n      match: { api: [unknown] }\n      action: deny\n")
+	c, err := net.Dial("tcp", srv.Addr(0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte{0, 0, 0, 10, 0, 120, 0, 0, 0, 0, 0, 1, 0xff, 0xff})
+	if !closedWithin(c, 10*time.Second) {
+		t.Fatal("a denied unknown key did not close the connection")
+	}
+	if got := counterValue(t, reg, "tollgate_policy_denials_total", map[string]string{"rule": "no-unknown"}); got != 1 {
+		t.Fatalf("denials under no-unknown = %v, want 1", got)
+	}
+	select {
+	case <-reached:
+		t.Fatal("the denied request reached the upstream")
+	default:
 	}
 }
