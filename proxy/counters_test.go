@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate-kafka/tollgate/metrics"
 	"github.com/tollgate-kafka/tollgate/proxy"
@@ -83,4 +85,37 @@ func TestBuiltinMalformedBodyCounted(t *testing.T) {
 	if got := counterValue(t, reg, "tollgate_connections_active", nil); got != 0 {
 		t.Fatalf("connections_active = %v, want 0", got)
 	}
+}
+
+// TestAcksZeroPoisonCountedMalformed: an acks=0 Produce whose batch does
+// not parse gets no answer; the connection closes (as Kafka closes it on
+// an acks=0 failure) and is counted as the client's malformed input.
+func TestAcksZeroPoisonCountedMalformed(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	srv := startBuiltinWith(t, func(o *proxy.Options) { o.Hooks = metrics.New(reg) })
+	ctx := ctxT(t, 10*time.Second)
+	if _, err := kadm.NewClient(newClient(t, srv, nil)).CreateTopic(ctx, 1, 1, nil, "acks0"); err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks, req.TimeoutMillis = 0, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "acks0"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = poisonBatch(0, 5, 4, poisonRecord(0, "x")) // five claimed, one inside
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	c, err := net.Dial("tcp", srv.Addr(0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write(kmsg.NewRequestFormatter().AppendRequest(nil, req, 1))
+	if !closedWithin(c, 10*time.Second) {
+		t.Fatal("an acks=0 poison produce did not close the connection")
+	}
+	waitFor(t, ctx, "the close to be counted as malformed", func() bool {
+		return counterValue(t, reg, "tollgate_malformed_frames_total", map[string]string{"cause": "bad_body"}) == 1
+	})
 }
