@@ -72,13 +72,24 @@ func requestSizeErr(key int16, size, limit int) error {
 // byteBudget is a counting semaphore of bytes shared by every session of a
 // Server. Sessions reserve before they grow a body buffer and release when
 // the request is done.
+//
+// Frames grow their reservation as bytes arrive, so frames still being
+// read could together hold the whole budget while each waits for more: a
+// deadlock only frame timeouts would end. So when every other frame being
+// read is waiting and the bytes the readers hold are what is missing, the
+// reservation is granted over the budget (as Kafka's non-strict memory
+// pool lets an allocation exceed what is left); a buffer only grows to
+// twice what its client has sent. A shortage caused by frames already read
+// (held until answered) is waited out: those release on their own.
 type byteBudget struct {
-	hooks   Hooks
-	total   int64
-	mu      sync.Mutex
-	avail   int64
-	waiting int           // reads blocked in reserve
-	freed   chan struct{} // closed (and replaced) whenever bytes are released
+	hooks    Hooks
+	total    int64
+	mu       sync.Mutex
+	avail    int64         // may go below zero after an over-budget grant
+	waiting  int           // reads blocked in reserve
+	reading  int           // frames being read into memory (between startRead and endRead)
+	readHeld int64         // bytes those frames hold
+	freed    chan struct{} // closed (and replaced) whenever bytes are released
 }
 
 func newByteBudget(n int64, hooks Hooks) *byteBudget {
@@ -100,8 +111,12 @@ func (b *byteBudget) reserve(n int64, deadline time.Time, closed <-chan struct{}
 	waited := false
 	for {
 		b.mu.Lock()
-		if b.avail >= n {
+		if b.avail >= n || b.waiting >= b.reading-1 && b.avail+b.readHeld >= n {
+			// Enough is free; or every other frame being read waits too
+			// and what they hold is what is missing (frames already read
+			// release on their own: wait for those).
 			b.avail -= n
+			b.readHeld += n
 			inFlight := b.total - b.avail
 			b.mu.Unlock()
 			b.hooks.RequestBudget(inFlight, waited)
@@ -131,6 +146,28 @@ func (b *byteBudget) reserve(n int64, deadline time.Time, closed <-chan struct{}
 	}
 }
 
+// startRead and endRead bracket the reading of one frame into memory.
+func (b *byteBudget) startRead() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	b.reading++
+	b.mu.Unlock()
+}
+
+func (b *byteBudget) endRead(held int64) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	b.reading--
+	b.readHeld -= held
+	close(b.freed) // a waiter may now be the only frame left reading
+	b.freed = make(chan struct{})
+	b.mu.Unlock()
+}
+
 // release gives n bytes back and wakes the waiters.
 func (b *byteBudget) release(n int64) {
 	if b == nil || n <= 0 {
@@ -150,10 +187,14 @@ func (b *byteBudget) release(n int64) {
 // shared budget first. The buffer's reservation goes back with it
 // (putFrame). The frame's deadline moves forward as chunks arrive.
 func (s *session) readBody(n int) (*frameBuf, error) {
+	var held int64 // what this frame reserved while being read
+	s.srv.budget.startRead()
+	defer func() { s.srv.budget.endRead(held) }()
 	start := min(n, max(s.cr.Buffered(), firstChunk))
 	if err := s.reserve(start); err != nil {
 		return nil, err
 	}
+	held += int64(start)
 	f := getFrame(start)
 	f.budget, f.reserved = s.srv.budget, int64(start)
 	f.b = f.b[:0]
@@ -164,6 +205,7 @@ func (s *session) readBody(n int) (*frameBuf, error) {
 				putFrame(f)
 				return nil, err
 			}
+			held += int64(next) - f.reserved
 			g := getFrame(next)
 			g.b = append(g.b[:0], f.b...)
 			g.budget, g.reserved, f.reserved = f.budget, int64(next), 0 // the reservation moves

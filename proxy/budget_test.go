@@ -173,3 +173,39 @@ func TestRequestBudgetStopsReading(t *testing.T) {
 		t.Errorf("request_bytes_in_flight = %v with nothing in flight", got)
 	}
 }
+
+// TestRequestBudgetNoDeadlock: several large produces read at once with a
+// budget of one frame can together hold it all while each waits for more;
+// the budget lets one through, so every produce is answered.
+func TestRequestBudgetNoDeadlock(t *testing.T) {
+	const budget = 1 << 20
+	srv := startBuiltinWith(t, func(o *proxy.Options) { o.MaxFrameBytes, o.MaxRequestBytesInFlight = budget, budget })
+	ctx := ctxT(t, 60*time.Second)
+	if _, err := kadm.NewClient(newClient(t, srv, nil)).CreateTopic(ctx, 1, 1, nil, "nodeadlock"); err != nil {
+		t.Fatal(err)
+	}
+	const conns = 4
+	frame := produceFrame("nodeadlock", 900<<10, 1)
+	var cs []net.Conn
+	for range conns {
+		c, err := net.Dial("tcp", srv.Addr(0).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		cs = append(cs, c)
+	}
+	// Every connection sends most of its frame first, so all are being
+	// read at once, then the rest.
+	for _, c := range cs {
+		c.Write(frame[:600<<10])
+	}
+	for _, c := range cs {
+		go c.Write(frame[600<<10:])
+	}
+	for i, c := range cs {
+		if code := readProduceCode(t, c); code != 0 {
+			t.Fatalf("produce %d: %v", i, kerr.ErrorForCode(code))
+		}
+	}
+}
