@@ -77,6 +77,13 @@ type Config struct {
 	ConsumerGroupSessionTimeout    time.Duration
 	ConsumerGroupHeartbeatInterval time.Duration
 
+	// CleanerDedupeBufferBytes bounds the log cleaner's key -> offset map
+	// (log.cleaner.dedupe.buffer.size; 128 MiB). The map is sized for the
+	// dirty part of the log being cleaned, so it takes less on small logs.
+	CleanerDedupeBufferBytes int64
+	// CleanerBackoff is how often the log cleaner looks for compacted
+	// partitions to clean (log.cleaner.backoff.ms; 15 s).
+	CleanerBackoff time.Duration
 	// ShareRecordLockDuration and ShareDeliveryCountLimit are the KIP-932
 	// share-group defaults (group.share.record.lock.duration.ms and
 	// group.share.delivery.count.limit; 30 s and 5); a group may override
@@ -173,8 +180,9 @@ func Open(cfg Config) (*Broker, error) {
 		_ = unlock()
 		return nil, fmt.Errorf("open broker %s: %w", cfg.DataDir, err)
 	}
-	b.bg.Add(1)
+	b.bg.Add(2)
 	go b.retentionLoop()
+	go b.cleanerLoop()
 	b.log.Info("built-in broker open", "data_dir", cfg.DataDir, "topics", len(b.topics), "cluster_id", b.clusterID)
 	return b, nil
 }

@@ -54,6 +54,8 @@
 //	  fsync_interval: 50ms      # used by interval
 //	  auto_create_topics: true
 //	  defaults: {}              # topic config defaults by Kafka name, see TopicConfigNames
+//	  cleaner_dedupe_buffer: 128MiB  # log cleaner key map bound (log.cleaner.dedupe.buffer.size); >= 1MiB
+//	  cleaner_backoff: 15s      # how often the log cleaner looks for work (log.cleaner.backoff.ms)
 //	admin:
 //	  listen: 127.0.0.1:9099    # /metrics /healthz /readyz; "off" disables
 //	limits:

@@ -8,11 +8,11 @@ package gateway
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
-	"os"
+	"net"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -21,8 +21,8 @@ import (
 	"github.com/tollgate-kafka/tollgate/broker"
 	"github.com/tollgate-kafka/tollgate/configs"
 	"github.com/tollgate-kafka/tollgate/metrics"
-	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/proxy"
+	"github.com/tollgate-kafka/tollgate/webui"
 )
 
 // Gateway is one assembled tollgate.
@@ -34,9 +34,11 @@ type Gateway struct {
 	Trail    *audit.Trail
 
 	cfg          *configs.Config
-	plan         *Plan // provisioned once; owned, closed with the gateway
+	plan         atomic.Pointer[Plan] // the plan in force (a reload swaps it); owned, closed with the gateway
 	log          *slog.Logger
 	admin        *metrics.AdminServer
+	console      *webui.Console // nil unless the admin server serves /ui/
+	policy       policyState
 	closeBackend func()
 }
 
@@ -80,10 +82,23 @@ func Open(plan *Plan, log *slog.Logger, opts ...Option) (*Gateway, error) {
 		o(&st)
 	}
 	cfg := plan.Config
-	g := &Gateway{cfg: cfg, plan: plan, log: log, Registry: prometheus.NewRegistry()}
+	g := &Gateway{cfg: cfg, log: log, Registry: prometheus.NewRegistry()}
+	g.plan.Store(plan)
 	g.Metrics = metrics.New(g.Registry)
-	trail, err := audit.New(cfg.Audit, g.Metrics, audit.WithLogger(log))
+	aopts := []audit.Option{audit.WithLogger(log)}
+	var kafkaSink *audit.KafkaSink
+	if k := cfg.Audit.Sink.Kafka; k != nil && cfg.Audit.Enabled() {
+		var err error
+		if kafkaSink, err = kafkaAuditSink(cfg, k); err != nil {
+			return nil, err
+		}
+		aopts = append(aopts, audit.WithSink(kafkaSink)) // closed by the trail from here on
+	}
+	trail, err := audit.New(cfg.Audit, g.Metrics, aopts...)
 	if err != nil {
+		if kafkaSink != nil {
+			kafkaSink.Close()
+		}
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	g.Trail = trail
@@ -117,7 +132,11 @@ func Open(plan *Plan, log *slog.Logger, opts ...Option) (*Gateway, error) {
 	for _, w := range plan.Warnings {
 		log.Warn("policy", "warning", w.String())
 	}
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration", "warning", w)
+	}
 	g.Server.SetPolicy(plan.Policy)
+	g.policy.installed(cfg.Policy, time.Now())
 	return g, nil
 }
 
@@ -128,7 +147,16 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	if g.cfg.Admin.Enabled() {
 		admin, err := metrics.NewAdmin(g.cfg.Admin.Listen, g.Registry, g.Server.Ready, g.Trail)
+		if err == nil {
+			err = secureAdmin(admin, g.cfg.Admin)
+		}
+		if err == nil && g.cfg.Admin.UI.Enabled {
+			err = g.mountConsole(admin)
+		}
 		if err != nil {
+			if admin != nil {
+				admin.Shutdown(context.Background())
+			}
 			g.Server.Shutdown(context.Background())
 			return err
 		}
@@ -139,6 +167,15 @@ func (g *Gateway) Start(ctx context.Context) error {
 	return nil
 }
 
+// AdminAddr is the admin server's bound address (nil when it is off or
+// not started).
+func (g *Gateway) AdminAddr() net.Addr {
+	if g.admin == nil {
+		return nil
+	}
+	return g.admin.Addr()
+}
+
 // Close drains the gateway (bounded by ctx, or the drain timeout when ctx
 // has no deadline), then closes the admin server, the backend and the
 // audit trail.
@@ -147,28 +184,34 @@ func (g *Gateway) Close(ctx context.Context) error {
 	if g.admin != nil {
 		g.admin.Shutdown(context.Background())
 	}
+	if g.console != nil {
+		g.console.Close()
+	}
 	g.closeBackend()
 	g.Trail.Close()
-	g.plan.Close()
+	g.plan.Load().Close()
 	return err
 }
 
 // Reload loads file and swaps in its policy, keeping the rate budgets of
 // rules whose name and rate are unchanged. Other sections need a restart.
-func (g *Gateway) Reload(file string) error {
+func (g *Gateway) Reload(file string) (err error) {
+	defer func() { g.policy.reloaded(time.Now(), err) }()
 	cfg, err := configs.Load(file)
 	if err != nil {
 		return err
 	}
-	eng, warnings, err := policy.CompileFrom(g.Server.Policy(), cfg.Policy)
+	next, err := g.plan.Load().withPolicy(cfg, g.Server.Policy())
 	if err != nil {
 		return err
 	}
-	for _, w := range warnings {
+	defer g.policy.installed(cfg.Policy, time.Now())
+	for _, w := range next.Warnings {
 		g.log.Warn("policy", "warning", w.String())
 	}
-	g.Server.SetPolicy(eng)
-	g.log.Info("policy reloaded", "rules", eng.Rules())
+	g.Server.SetPolicy(next.Policy)
+	g.plan.Store(next)
+	g.log.Info("policy reloaded", "rules", next.Policy.Rules())
 	return nil
 }
 
@@ -191,34 +234,6 @@ func openBackend(plan *Plan, opts *proxy.Options, log *slog.Logger, obs broker.O
 			log.Error("close built-in broker", "err", err)
 		}
 	}, nil
-}
-
-// upstreamTLS builds the TLS config for upstream connections.
-func upstreamTLS(c *configs.UpstreamTLS) (*tls.Config, error) {
-	tc := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         c.ServerName,
-		InsecureSkipVerify: c.InsecureSkipVerify, //nolint:gosec // operator's explicit choice, for testing
-	}
-	if c.CA != "" {
-		pem, err := os.ReadFile(c.CA)
-		if err != nil {
-			return nil, fmt.Errorf("upstream.tls.ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("upstream.tls.ca: no PEM certificates in %s", c.CA)
-		}
-		tc.RootCAs = pool
-	}
-	if c.Cert != "" || c.Key != "" {
-		cert, err := tls.LoadX509KeyPair(c.Cert, c.Key)
-		if err != nil {
-			return nil, fmt.Errorf("upstream.tls.cert/key: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
 }
 
 // saslServer adapts *auth.Server to proxy.SASLServer.
@@ -245,7 +260,8 @@ func (s brokerStats) Partitions() []metrics.PartitionStat {
 	out := make([]metrics.PartitionStat, len(ps))
 	for i, p := range ps {
 		out[i] = metrics.PartitionStat{Topic: p.Topic, Partition: p.Partition,
-			LogStartOffset: p.LogStartOffset, LogEndOffset: p.LogEndOffset, SizeBytes: p.SizeBytes}
+			LogStartOffset: p.LogStartOffset, LogEndOffset: p.LogEndOffset, SizeBytes: p.SizeBytes,
+			Compacted: p.Compacted, DirtyRatio: p.DirtyRatio, CleanerRuns: p.CleanerRuns, CleanerReclaimedBytes: p.CleanerReclaim}
 	}
 	return out
 }

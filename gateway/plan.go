@@ -62,11 +62,32 @@ func (p *Plan) provision(log *slog.Logger) error {
 		}
 		p.proxy.Listeners = append(p.proxy.Listeners, lo)
 	}
+	if err := edgeOptions(p.Config, &p.proxy, log); err != nil {
+		return err
+	}
 	if p.Config.UpstreamMode() {
 		return p.upstream()
 	}
 	p.broker, err = brokerConfig(p.Config, log)
 	return err
+}
+
+// withPolicy provisions the plan a reload swaps in: this plan's
+// listeners, TLS, SASL, upstream and backend (a reload does not
+// re-provision them; they need a restart) with cfg's policy, compiled
+// from prev so that rate rules whose name and rate are unchanged keep
+// their budgets. The new plan shares what this one provisioned, so only
+// the plan in force is closed.
+func (p *Plan) withPolicy(cfg *configs.Config, prev *policy.Engine) (*Plan, error) {
+	eng, warnings, err := policy.CompileFrom(prev, cfg.Policy)
+	if err != nil {
+		return nil, err
+	}
+	c := *p.Config
+	c.Policy = cfg.Policy
+	next := *p
+	next.Config, next.Policy, next.Warnings = &c, eng, warnings
+	return &next, nil
 }
 
 // Close releases what provisioning started. It is safe to call more than
@@ -147,9 +168,9 @@ func (p *Plan) upstream() error {
 	p.proxy.DialTimeout = u.DialTimeout.D()
 	p.proxy.MetadataRefresh = u.MetadataRefresh.D()
 	if u.TLS != nil {
-		tc, err := upstreamTLS(u.TLS)
+		tc, err := auth.ClientTLS(u.TLS)
 		if err != nil {
-			return err
+			return fmt.Errorf("upstream.%w", err)
 		}
 		p.proxy.UpstreamTLS = tc
 	}
@@ -184,6 +205,9 @@ func brokerConfig(cfg *configs.Config, log *slog.Logger) (*broker.Config, error)
 		FsyncInterval:    cfg.Broker.FsyncInterval.D(),
 		AutoCreateTopics: cfg.Broker.AutoCreateTopics,
 		TopicDefaults:    cfg.Broker.Defaults,
-		Logger:           log,
+
+		CleanerDedupeBufferBytes: int64(cfg.Broker.CleanerDedupeBuffer),
+		CleanerBackoff:           cfg.Broker.CleanerBackoff.D(),
+		Logger:                   log,
 	}, nil
 }

@@ -82,6 +82,7 @@ type Metrics struct {
 	malformed     *prometheus.CounterVec
 	budgetBytes   prometheus.Gauge   // request bytes held in memory across connections
 	budgetWaits   prometheus.Counter // reads that waited for the shared budget
+	sniRefused    *prometheus.CounterVec
 	fsync         prometheus.Histogram
 	brokerBytes   *prometheus.CounterVec
 	brokerProduce prometheus.Counter
@@ -160,6 +161,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Request body bytes held in memory across all connections (limits.max_request_bytes_in_flight)."}))
 	m.budgetWaits = register(reg, prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "request_budget_waits_total",
 		Help: "Times a connection stopped reading because the request memory budget was spent."}))
+	m.sniRefused = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sni_refused_total",
+		Help: "TLS hellos refused by an SNI listener, by listener and reason (no_sni, unknown_name, unknown_node)."}, []string{"listener", "reason"}))
 	m.fsync = register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "broker", Name: "fsync_duration_seconds",
 		Help: "Built-in broker: time of one fsync of a partition log.", Buckets: fsyncBuckets}))
 	m.brokerBytes = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "broker", Name: "bytes_total",
@@ -291,6 +294,14 @@ func (m *Metrics) RequestBudget(inFlight int64, waited bool) {
 	if waited {
 		m.budgetWaits.Inc()
 	}
+}
+
+// SNIRefused counts a TLS hello an SNI listener refused (proxy.SNIHooks).
+func (m *Metrics) SNIRefused(listener, reason string) {
+	if m == nil {
+		return
+	}
+	m.sniRefused.WithLabelValues(m.listener(listener).label, m.causeSet.label(reason)).Inc()
 }
 
 // Denied counts a request denied by rule.

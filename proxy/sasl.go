@@ -213,9 +213,12 @@ func (s *session) writeRaw(body []byte) error {
 // within the frame timeout, and takes the principal from a verified
 // client certificate.
 func (s *session) handshakeTLS() error {
-	tc := tls.Server(s.client, s.l.opts.TLS)
+	tc, route := s.l.tlsServer(s.client)
 	tc.SetDeadline(time.Now().Add(s.srv.opts.FrameTimeout))
 	if err := tc.Handshake(); err != nil {
+		if route != nil && route.refused != "" {
+			return route.handshakeError(s.l.sni)
+		}
 		var rh tls.RecordHeaderError
 		if errors.As(err, &rh) {
 			return fmt.Errorf("TLS handshake: the client is not speaking TLS (plaintext Kafka on a TLS listener?): %w", err)
@@ -223,6 +226,9 @@ func (s *session) handshakeTLS() error {
 		return fmt.Errorf("TLS handshake: %w", err)
 	}
 	tc.SetDeadline(time.Time{})
+	if route != nil {
+		s.node = route.node // SNI: the name chose the broker
+	}
 	if !s.adopt(func() { s.client = tc }) {
 		return net.ErrClosed
 	}

@@ -70,6 +70,9 @@ type session struct {
 
 	// From the client's ApiVersions v3+ request, for audit records.
 	softwareName, softwareVersion string
+	// ident is the read loop's published copy of who is connected, for
+	// Server.Connections (see introspect.go).
+	ident atomic.Pointer[connIdent]
 
 	tlsSubject string     // the verified client certificate's subject (mTLS)
 	sasl       *saslState // nil unless the listener terminates SASL

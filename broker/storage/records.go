@@ -91,10 +91,17 @@ func EachRecord(b []byte, fn func(Record) error) error {
 // already checked) and checks them against h. With fn nil, keys, values
 // and headers are skipped, not copied.
 func walkRecords(batch []byte, h *batchHeader, fn func(Record) error) error {
-	payload := batch[batchHeaderSize:]
+	return walkRecordsAs(batch, h, false, fn)
+}
+
+// walkRecordsAs is walkRecords; compacted accepts what log compaction
+// leaves in a stored batch (cleaner.go): fewer records than offsets, the
+// last record's delta below LastOffsetDelta, or no records at all.
+func walkRecordsAs(batch []byte, h *batchHeader, compacted bool, fn func(Record) error) error {
+	payload := batch[batchHeaderSize:h.size()]
 	if h.compression() == 0 {
 		src := &sliceSource{b: payload}
-		if err := walkSource(src, h, fn); err != nil {
+		if err := walkSource(src, h, compacted, fn); err != nil {
 			return err
 		}
 		if src.left() > 0 {
@@ -102,12 +109,12 @@ func walkRecords(batch []byte, h *batchHeader, fn func(Record) error) error {
 		}
 		return nil
 	}
-	return walkStream(bytes.NewReader(payload), h, fn)
+	return walkStream(bytes.NewReader(payload), h, compacted, fn)
 }
 
 // walkStream is walkRecords for a payload read as a stream (a compressed
 // payload, or a batch too large for recovery to hold in memory).
-func walkStream(payload io.Reader, h *batchHeader, fn func(Record) error) error {
+func walkStream(payload io.Reader, h *batchHeader, compacted bool, fn func(Record) error) error {
 	r := payload
 	if h.compression() != codecNone {
 		dec, err := newDecompressor(h.compression(), payload)
@@ -119,7 +126,7 @@ func walkStream(payload io.Reader, h *batchHeader, fn func(Record) error) error 
 	}
 	src := &streamSource{r: r, left: MaxDecompressedBytes, keep: fn != nil}
 	defer src.release()
-	if err := walkSource(src, h, fn); err != nil {
+	if err := walkSource(src, h, compacted, fn); err != nil {
 		return err
 	}
 	if _, err := src.ReadByte(); err == nil {
@@ -134,7 +141,7 @@ func walkStream(payload io.Reader, h *batchHeader, fn func(Record) error) error 
 // deltas: strictly increasing within [0, LastOffsetDelta], the last one
 // equal to it (Kafka's producers number them 0..n-1; a compacted batch
 // keeps its LastOffsetDelta with gaps below it).
-func walkSource(src recordSource, h *batchHeader, fn func(Record) error) error {
+func walkSource(src recordSource, h *batchHeader, compacted bool, fn func(Record) error) error {
 	prev := int32(-1)
 	for i := int32(0); i < h.numRecords; i++ {
 		r, err := readRecord(src)
@@ -155,7 +162,7 @@ func walkSource(src recordSource, h *batchHeader, fn func(Record) error) error {
 			}
 		}
 	}
-	if prev != h.lastOffsetDelta {
+	if prev != h.lastOffsetDelta && !compacted {
 		return fmt.Errorf("%w: last record has offset delta %d, LastOffsetDelta is %d", ErrInvalidRecord, prev, h.lastOffsetDelta)
 	}
 	return nil
