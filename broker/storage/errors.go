@@ -9,11 +9,15 @@ import (
 // errors.Is and map them to Kafka error codes (noted on each).
 var (
 	// ErrCorruptMessage: a CRC mismatch, a length field that disagrees with
-	// the bytes, or a truncated batch. Kafka: CORRUPT_MESSAGE (2).
+	// the bytes, a truncated batch, or a compressed payload that does not
+	// decompress. Kafka: CORRUPT_MESSAGE (2).
 	ErrCorruptMessage = errors.New("storage: record batch is corrupt")
 	// ErrInvalidRecord: magic other than 2, LastOffsetDelta+1 != NumRecords,
-	// no records, an unknown compression codec, or a control batch sent by a
-	// client. Kafka: INVALID_RECORD (87).
+	// no records, an unknown compression codec, a control batch sent by a
+	// client, or records that disagree with the header or do not parse (a
+	// bad length or varint, a count other than NumRecords, bytes after the
+	// last record, a batch that decompresses past MaxDecompressedBytes).
+	// Kafka: INVALID_RECORD (87).
 	ErrInvalidRecord = errors.New("storage: record batch is invalid")
 	// ErrMessageTooLarge: a batch larger than max.message.bytes.
 	// Kafka: MESSAGE_TOO_LARGE (10).
