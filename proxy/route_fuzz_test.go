@@ -150,3 +150,28 @@ func FuzzSinglePortMergeProduce(f *testing.F) {
 		out.AppendTo(nil)
 	})
 }
+
+// TestMergeThrottle: a merged answer's throttle is the largest part's.
+func TestMergeThrottle(t *testing.T) {
+	req := fuzzFetchRequest(11)
+	parts := map[int32]kmsg.Response{}
+	for i, ms := range []int32{10, 30, 20} {
+		r := kmsg.NewPtrFetchResponse()
+		r.SetVersion(11)
+		r.ThrottleMillis = ms
+		parts[int32(i)] = r
+	}
+	if got := fuzzTunnel().mergeFetch(req, parts).ThrottleMillis; got != 30 {
+		t.Errorf("fetch throttle %d, want 30", got)
+	}
+	preq := kmsg.NewPtrProduceRequest()
+	pparts := map[int32]kmsg.Response{}
+	for i, ms := range []int32{5, 50} {
+		r := kmsg.NewPtrProduceResponse()
+		r.ThrottleMillis = ms
+		pparts[int32(i)] = r
+	}
+	if got := fuzzTunnel().mergeProduce(preq, pparts).ThrottleMillis; got != 50 {
+		t.Errorf("produce throttle %d, want 50", got)
+	}
+}

@@ -323,3 +323,51 @@ func TestSinglePortCoordinatorMove(t *testing.T) {
 	}
 	scan.assertClean(t)
 }
+
+// TestSinglePortGroupAdmin: batched group requests split per coordinator
+// (OffsetFetch v8+ with several groups, DescribeGroups) and ListGroups
+// fanned out to every broker and merged without duplicates.
+func TestSinglePortGroupAdmin(t *testing.T) {
+	c, srv, scan := startSinglePort(t, "ga", 3)
+	ctx := ctxT(t, 60*time.Second)
+	cl := newClient(t, srv, nil, kgo.Dialer(scan.dial))
+	adm := kadm.NewClient(cl)
+	groups := []string{"ga-1", "ga-2", "ga-3", "ga-4", "ga-5", "ga-6"}
+	coords := map[int32]bool{}
+	for i, g := range groups {
+		coords[c.CoordinatorFor(g)] = true
+		os := kadm.Offsets{}
+		os.Add(kadm.Offset{Topic: "ga", Partition: int32(i % 3), At: int64(10 + i)})
+		if _, err := adm.CommitOffsets(ctx, g, os); err != nil {
+			t.Fatalf("commit %s: %v", g, err)
+		}
+	}
+	if len(coords) < 2 {
+		t.Fatalf("kfake put all %d groups on one coordinator: the split is not exercised", len(groups))
+	}
+	lists := countNodes(c, kmsg.ListGroups)
+	fetched := adm.FetchManyOffsets(ctx, groups...)
+	for i, g := range groups {
+		r, ok := fetched[g]
+		if !ok || r.Err != nil {
+			t.Errorf("%s: %+v", g, r)
+			continue
+		}
+		if o, _ := r.Fetched.Lookup("ga", int32(i%3)); o.At != int64(10+i) {
+			t.Errorf("%s: offset %d, want %d", g, o.At, 10+i)
+		}
+	}
+	described, err := adm.DescribeGroups(ctx, groups...)
+	if err != nil || len(described) != len(groups) {
+		t.Fatalf("describe groups: %d of %d, %v", len(described), len(groups), err)
+	}
+	listed, err := adm.ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := listed.Groups(); len(got) != len(groups) {
+		t.Errorf("ListGroups: %v, want the %d groups once each", got, len(groups))
+	}
+	lists.assertAll(t, 3)
+	scan.assertClean(t)
+}
