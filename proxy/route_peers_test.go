@@ -371,3 +371,31 @@ func TestSinglePortGroupAdmin(t *testing.T) {
 	lists.assertAll(t, 3)
 	scan.assertClean(t)
 }
+
+// TestSinglePortAcksZero: Produce with acks=0 is written to each leader
+// and never answered (kgo's produce connection carries nothing else, so
+// a stalled entry would show as a hung ProduceSync or Metadata after
+// it), and every record arrives at the leaders of all three brokers.
+func TestSinglePortAcksZero(t *testing.T) {
+	const n = 60
+	c, srv, scan := startSinglePort(t, "az", 3)
+	nodes := countNodes(c, kmsg.Produce)
+	ctx := ctxT(t, 60*time.Second)
+	prod := newClient(t, srv, nil, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite(),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	for i := range n {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "az", Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+	if _, err := kadm.NewClient(prod).Metadata(ctx, "az"); err != nil {
+		t.Fatalf("metadata after acks=0 produces: %v", err)
+	}
+	got := consumeAll(t, srv, scan, "az", n)
+	for i := range n {
+		if got[fmt.Sprint(i)] != 1 {
+			t.Errorf("record %d read %d times", i, got[fmt.Sprint(i)])
+		}
+	}
+	nodes.assertAll(t, 3)
+}
