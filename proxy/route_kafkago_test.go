@@ -7,6 +7,7 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -44,4 +45,44 @@ func TestSinglePortKafkaGo(t *testing.T) {
 		}
 	}
 	nodes.assertAll(t, 3)
+}
+
+// TestSinglePortNextGenGroup: a KIP-848 consumer group (kgo's
+// ServerSideBalancer: ConsumerGroupHeartbeat to the group coordinator)
+// consumes and commits through the one port.
+func TestSinglePortNextGenGroup(t *testing.T) {
+	const n = 60
+	c, srv, scan := startSinglePort(t, "ng", 3)
+	hb := countNodes(c, kmsg.ConsumerGroupHeartbeat)
+	ctx := ctxT(t, 60*time.Second)
+	prod := newClient(t, srv, nil, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	for i := range n {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "ng", Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons := newClient(t, srv, nil, kgo.Dialer(scan.dial), kgo.ConsumeTopics("ng"), kgo.ConsumerGroup("ng-group"),
+		kgo.Balancers(kgo.RangeBalancer()), kgo.ServerSideBalancer(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(300*time.Millisecond))
+	got := 0
+	for got < n {
+		fs := cons.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("consumed %d of %d", got, n)
+		}
+		got += fs.NumRecords()
+	}
+	if err := cons.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	hb.mu.Lock()
+	beats := 0
+	for _, c := range hb.seen[int16(kmsg.ConsumerGroupHeartbeat)] {
+		beats += c
+	}
+	hb.mu.Unlock()
+	if beats == 0 {
+		t.Fatal("no ConsumerGroupHeartbeat reached the upstream: the group was not KIP-848")
+	}
+	scan.assertClean(t)
 }
