@@ -116,35 +116,33 @@ func TestSinglePortLeaderMove(t *testing.T) {
 	c, srv, scan := startSinglePort(t, "mv", parts)
 	ctx := ctxT(t, 90*time.Second)
 	prod := newClient(t, srv, nil, kgo.Dialer(scan.dial), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	// Records go out asynchronously, many in flight, and every 20 records
+	// every partition's leader moves to the next broker: the moves are
+	// deterministic (no timer), and happen while requests are in flight.
 	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	moves := 0
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for round := 1; ; round++ {
-			moves = round - 1
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			for p := range int32(parts) {
-				_ = c.MoveTopicPartition("mv", p, (p+int32(round))%3)
-			}
-		}
-	}()
+	var mu sync.Mutex
+	var errs []error
 	for i := range n {
-		if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "mv", Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
-			close(stop)
-			wg.Wait()
-			t.Fatalf("produce %d during leader moves: %v", i, err)
+		if i%20 == 0 {
+			for p := range int32(parts) {
+				if err := c.MoveTopicPartition("mv", p, (p+int32(i/20))%3); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
+		wg.Add(1)
+		prod.Produce(ctx, &kgo.Record{Topic: "mv", Value: []byte(fmt.Sprint(i))}, func(_ *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
 	}
-	close(stop)
 	wg.Wait()
-	if moves < 2 {
-		t.Fatalf("only %d rounds of leader moves happened while producing", moves)
+	if len(errs) > 0 {
+		t.Fatalf("%d produces failed during leader moves, first: %v", len(errs), errs[0])
 	}
 	got := consumeAll(t, srv, scan, "mv", n)
 	for i := range n {

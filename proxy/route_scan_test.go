@@ -33,6 +33,11 @@ type scanConn struct {
 }
 
 func (s *nodeScanner) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if addr != s.addr {
+		// The client was told of another address: single-port means the
+		// one port is all a client ever needs to reach.
+		s.fail(fmt.Sprintf("client dialled %s, not the gateway's one port %s", addr, s.addr))
+	}
 	var d net.Dialer
 	c, err := d.DialContext(ctx, network, addr)
 	if err != nil {
