@@ -107,6 +107,9 @@ func New(cfg *configs.Config, log *slog.Logger, opts ...Option) (*Gateway, error
 	for _, w := range warnings {
 		log.Warn("policy", "warning", w.String())
 	}
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration", "warning", w)
+	}
 	g.Server.SetPolicy(eng)
 	return g, nil
 }

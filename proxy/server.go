@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate-kafka/tollgate/lograte"
 	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/wire"
 )
@@ -51,8 +52,9 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
-	perIP    map[string]int // open client connections by source IP
-	guard    *addrGuard     // connection rate and auth-failure lockout per IP
+	perIP    map[string]int  // open client connections by source IP
+	guard    *addrGuard      // connection rate and auth-failure lockout per IP
+	noisy    *lograte.Logger // rate limit for what clients can make the gateway log (owned; closed by Shutdown)
 	closing  bool
 	wg       sync.WaitGroup // every goroutine the server starts
 	nextID   atomic.Uint64
@@ -90,6 +92,7 @@ func New(opts Options) (*Server, error) {
 		s.nodes = newNodeRegistry()
 	}
 	s.guard = newAddrGuard(opts.ConnectionRatePerAddress, opts.AuthFailuresPerAddress, opts.AuthLockout)
+	s.noisy = lograte.New(opts.Logger, lograte.Options{Interval: opts.LogSummaryInterval})
 	return s, nil
 }
 
@@ -179,18 +182,18 @@ func (s *Server) startSession(l *listener, c net.Conn, node int32) {
 	var refuse string
 	switch {
 	case s.closing:
-		refuse = "shutting down"
+		refuse = refuseShutdown
 	case s.opts.MaxConnections > 0 && len(s.sessions) >= s.opts.MaxConnections:
-		refuse = "max_connections reached"
+		refuse = refuseMaxConns
 	case s.opts.MaxConnectionsPerAddress > 0 && s.perIP[ip] >= s.opts.MaxConnectionsPerAddress:
-		refuse = "max_connections_per_address reached"
+		refuse = refuseMaxPerAddr
 	default:
 		refuse = s.guard.admit(ip, time.Now())
 	}
 	if refuse != "" {
 		s.mu.Unlock()
 		c.Close()
-		s.log.Warn("connection refused", "listener", l.opts.Name, "client", c.RemoteAddr().String(), "reason", refuse)
+		s.refused(l, c.RemoteAddr().String(), refuse)
 		return
 	}
 	sess := newSession(s, l, c, node)
@@ -234,7 +237,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		sess.drain()
 	}
 	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
+	go func() { s.wg.Wait(); s.noisy.Close(); close(done) }()
 	select {
 	case <-done:
 		return nil
@@ -303,4 +306,20 @@ func (s *Server) closingNow() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closing
+}
+
+// refusalHooks is implemented by Hooks that count refused connections
+// (*metrics.Metrics does); reason is from the closed set in startSession
+// and addrGuard.admit.
+type refusalHooks interface {
+	ConnRefused(listener, reason string)
+}
+
+// refused counts a connection refused at accept and logs it, rate-limited
+// (a client can open connections at will).
+func (s *Server) refused(l *listener, client, reason string) {
+	if h, ok := s.opts.Hooks.(refusalHooks); ok {
+		h.ConnRefused(l.opts.Name, reason)
+	}
+	s.noisy.Warn(reason, client, "connection refused", "listener", l.opts.Name)
 }

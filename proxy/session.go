@@ -272,11 +272,22 @@ func (s *session) logClose() {
 	if s.closeErr != nil {
 		attrs = append(attrs, "err", s.closeErr)
 	}
-	if s.reason.isFault() {
-		s.log.Warn("connection closed", attrs...)
-	} else {
+	switch {
+	case !s.reason.isWarning():
 		s.log.Info("connection closed", attrs...)
+	case s.srv.noisy.Allow(s.noisyKey(), s.remote):
+		s.log.Warn("connection closed", attrs...)
 	}
+}
+
+// noisyKey is the rate-limit bucket of a close's log line: the reason,
+// and for a malformed frame its cause, so one kind of garbage cannot hide
+// another.
+func (s *session) noisyKey() string {
+	if s.reason == closeMalformed && s.closeErr != nil {
+		return s.reason.String() + "/" + malformedCause(s.closeErr)
+	}
+	return s.reason.String()
 }
 
 // drain asks the read loop to stop at the next frame boundary; the write

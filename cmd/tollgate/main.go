@@ -100,6 +100,9 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, "warning:", w.String())
 		}
 	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(stdout, "warning:", w)
+	}
 	fmt.Fprintf(stdout, "%s: ok\n", fs.Arg(0))
 	return 0
 }
