@@ -194,8 +194,9 @@ func (g *group) armCGSession(m *cgMember) {
 }
 
 // subscribedTopicsOf resolves m's subscription against the existing
-// topics: its names that exist, plus every topic its regex matches
-// entirely (Kafka matches with RE2J Matcher.matches).
+// topics: its names that exist, plus every non-internal topic its regex
+// matches entirely (Kafka matches with RE2J Matcher.matches and skips
+// internal topics).
 func (m *cgMember) subscribedTopicsOf(all map[string]int32) []string {
 	var out []string
 	for _, t := range m.topics {
@@ -205,7 +206,7 @@ func (m *cgMember) subscribedTopicsOf(all map[string]int32) []string {
 	}
 	if m.re != nil {
 		for t := range all {
-			if m.re.MatchString(t) && !slices.Contains(m.topics, t) {
+			if m.re.MatchString(t) && !isInternalTopic(t) && !slices.Contains(m.topics, t) {
 				out = append(out, t)
 			}
 		}
