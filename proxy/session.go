@@ -84,7 +84,8 @@ type session struct {
 	idle     bool
 	draining bool
 
-	started time.Time
+	started  time.Time
+	answered atomic.Bool // a response has been written to the client (set by the write loop)
 
 	connMu    sync.Mutex // guards client, up and local against close while they are installed
 	closeOnce sync.Once
@@ -215,9 +216,9 @@ func (s *session) connectBackend() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.srv.opts.DialTimeout)
 	defer cancel()
-	start := time.Now()
-	up, addr, err := s.srv.dialUpstream(ctx, s.node)
-	s.hooks.UpstreamDial(s.node, time.Since(start), err)
+	up, addr, err := s.srv.dialUpstreamRetrying(ctx, s.node, s.closed, func(d time.Duration, err error) {
+		s.hooks.UpstreamDial(s.node, d, err)
+	})
 	if err != nil {
 		return err
 	}
@@ -254,6 +255,9 @@ func (s *session) close(reason closeReason, err error) {
 		defer s.connMu.Unlock()
 		s.reason, s.closeErr = reason, err
 		close(s.closed)
+		if reason == closeUpstreamError && !s.answered.Load() {
+			resetConn(s.client) // see upstream_faults.go
+		}
 		s.client.Close()
 		if s.up != nil {
 			s.up.Close()
@@ -766,6 +770,7 @@ func (s *session) writeLoop() error {
 		if err != nil {
 			return err
 		}
+		s.answered.Store(true)
 		if p.closeAfter {
 			return errAuthFailed
 		}
