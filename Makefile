@@ -12,13 +12,25 @@ run:
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o tollgate ./cmd/tollgate
 
-# kcat (librdkafka) is a real peer in the tests; install it when missing.
+# kcat (librdkafka) is a real peer in the tests, chromium the browser of
+# the web console's tests; install them when missing.
 deps:
 	@command -v kcat >/dev/null 2>&1 || { \
 	  echo "installing kcat"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq kcat; }
+	@# headless Chromium renders the web console in package webui's tests
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing chromium"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium; }
 	$(GO) mod download
+	@# the egress tests tunnel through real forward proxies: tinyproxy
+	@# (HTTP CONNECT) and dante-server (danted, SOCKS5)
+	@{ command -v tinyproxy && command -v danted; } >/dev/null 2>&1 || { \
+	  echo "installing tinyproxy dante-server"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq tinyproxy dante-server; }
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -48,8 +60,10 @@ fuzz:
 
 test: deps vet unit fuzz
 
+# The benchmark is its own command (the product binary links no kfake);
+# the broker suite measures a built tollgate binary.
 bench:
-	$(GO) run ./cmd/tollgate bench
+	$(GO) run ./cmd/tollgate-bench
 
 docker:
 	docker build -t tollgate .

@@ -171,6 +171,9 @@ func New(cfg configs.Audit, hooks Hooks, opts ...Option) (*Trail, error) {
 		o(t)
 	}
 	if t.sink == nil && level != Off {
+		if cfg.Sink.Kafka != nil {
+			return nil, errors.New("audit.sink.kafka: the sink needs a Kafka client: give it with WithSink(NewKafkaSink(...)) (package gateway does)")
+		}
 		if cfg.Sink.Stdout() {
 			t.sink = os.Stdout
 		} else {

@@ -6,31 +6,18 @@ import (
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/apis"
 )
 
 // The generic describer: every API but Produce and Fetch is described by
 // walking its kmsg struct by field name, so new APIs and versions need no
 // code here. Plans (which field is what) are computed once per type.
 
-// adminKeys are the APIs whose records list the resources they touch:
-// cluster administration rather than data or group traffic.
-var adminKeys = func() (m [128]bool) {
-	for _, k := range []int16{
-		19, 20, 21, // CreateTopics, DeleteTopics, DeleteRecords
-		29, 30, 31, // DescribeACLs, CreateACLs, DeleteACLs
-		32, 33, 34, 35, // DescribeConfigs, AlterConfigs, AlterReplicaLogDirs, DescribeLogDirs
-		37, 38, 39, 40, 41, // CreatePartitions, delegation tokens
-		42, 43, 44, 45, 46, 47, // DeleteGroups .. OffsetDelete
-		48, 49, 50, 51, // client quotas, SCRAM credentials
-		57, 61, 65, 66, // UpdateFeatures, DescribeProducers, DescribeTransactions, ListTransactions
-		15, 69, 75, // DescribeGroups, ConsumerGroupDescribe, DescribeTopicPartitions
-	} {
-		m[k] = true
-	}
-	return m
-}()
-
-func isAdmin(key int16) bool { return key >= 0 && int(key) < len(adminKeys) && adminKeys[key] }
+// isAdmin reports whether records of key list the resources they touch:
+// cluster administration rather than data or group traffic
+// (apis.Info.ListsResources).
+func isAdmin(key int16) bool { return apis.Of(key).ListsResources }
 
 // walker describes any kmsg message by the names of its fields.
 type walker struct {

@@ -38,19 +38,20 @@ func serverTLS(cfg *configs.ListenerTLS, log *slog.Logger) (*tls.Config, error) 
 	}
 	build := func() (*tls.Config, error) {
 		c := &tls.Config{MinVersion: minVer, CipherSuites: suites}
-		certPEM, err := readSmallFile(cfg.Cert, maxPEMBytes)
+		pair, err := loadPair(cfg.Cert, cfg.Key)
 		if err != nil {
-			return nil, fmt.Errorf("read cert: %w", err)
-		}
-		keyPEM, err := readSmallFile(cfg.Key, maxPEMBytes)
-		if err != nil {
-			return nil, fmt.Errorf("read key: %w", err)
-		}
-		pair, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return nil, fmt.Errorf("load key pair %s and %s: %w", cfg.Cert, cfg.Key, err)
+			return nil, err
 		}
 		c.Certificates = []tls.Certificate{pair}
+		for _, extra := range cfg.Certificates {
+			p, err := loadPair(extra.Cert, extra.Key)
+			if err != nil {
+				return nil, err
+			}
+			// crypto/tls serves the first certificate that matches the
+			// client's server name, else the first one (cfg.Cert).
+			c.Certificates = append(c.Certificates, p)
+		}
 		if cfg.ClientCA != "" {
 			caPEM, err := readSmallFile(cfg.ClientCA, maxPEMBytes)
 			if err != nil {
@@ -66,6 +67,9 @@ func serverTLS(cfg *configs.ListenerTLS, log *slog.Logger) (*tls.Config, error) 
 		return c, nil
 	}
 	paths := []string{cfg.Cert, cfg.Key}
+	for _, extra := range cfg.Certificates {
+		paths = append(paths, extra.Cert, extra.Key)
+	}
 	if cfg.ClientCA != "" {
 		paths = append(paths, cfg.ClientCA)
 	}
@@ -85,4 +89,21 @@ func serverTLS(cfg *configs.ListenerTLS, log *slog.Logger) (*tls.Config, error) 
 			return w.get(), nil
 		},
 	}, nil
+}
+
+// loadPair reads one certificate and key.
+func loadPair(certFile, keyFile string) (tls.Certificate, error) {
+	certPEM, err := readSmallFile(certFile, maxPEMBytes)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("read cert: %w", err)
+	}
+	keyPEM, err := readSmallFile(keyFile, maxPEMBytes)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("read key: %w", err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("load key pair %s and %s: %w", certFile, keyFile, err)
+	}
+	return pair, nil
 }

@@ -250,6 +250,9 @@ type pathEnv struct {
 	// the handshakes.
 	tls      *tls.Config
 	tlsConns atomic.Int64
+	// sni: the gateway advertises names (TLS suite, SNI variant); every
+	// name is dialled at 127.0.0.1 with the name as the TLS server name.
+	sni bool
 }
 
 var errOffRoute = errors.New("dial off the benchmark path")
@@ -357,6 +360,9 @@ func (e *pathEnv) newClient(m *meter, opts ...kgo.Opt) (*kgo.Client, error) {
 		if e.tls == nil {
 			var d net.Dialer
 			return d.DialContext(ctx, network, to)
+		}
+		if e.sni {
+			return e.dialSNI(ctx, network, to)
 		}
 		// What kgo.DialTLSConfig does (kgo refuses it together with a
 		// Dialer): a clone per dial, the server name from the address.

@@ -41,7 +41,7 @@ import (
 // BrokerConfig sizes the broker benchmark. Zero fields take the defaults
 // noted; the defaults are the full run, a smoke test shrinks them.
 type BrokerConfig struct {
-	Tollgate        string        // tollgate binary; default os.Executable()
+	Tollgate        string        // the tollgate binary to measure; required
 	Dir             string        // data directories and the disk probe; default os.TempDir()
 	ProduceBytes    int64         // per produce run; default 1 GiB
 	RecordSize      int           // default 1024
@@ -60,11 +60,7 @@ type BrokerConfig struct {
 
 func (c *BrokerConfig) setDefaults() error {
 	if c.Tollgate == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("broker bench: tollgate binary: %w", err)
-		}
-		c.Tollgate = exe
+		return errors.New("broker bench: the tollgate binary is not set (BrokerConfig.Tollgate)")
 	}
 	if c.Dir == "" {
 		c.Dir = os.TempDir()

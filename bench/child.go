@@ -2,7 +2,6 @@ package bench
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/tollgate-kafka/tollgate/configs"
-	"github.com/tollgate-kafka/tollgate/proxy"
 )
 
 // ChildFlag is the first argument of a child invocation: a front end that
@@ -52,7 +50,7 @@ type childExit struct {
 // trail, policy; see startConfigured), the upstream comes from the file,
 // and after shutdown a second JSON line reports the metrics' counters.
 func ServeChild(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("tollgate bench "+ChildFlag, flag.ContinueOnError)
+	fs := flag.NewFlagSet("tollgate-bench "+ChildFlag, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	role := fs.String("child", "", "relay | tollgate")
 	upstream := fs.String("upstream", "", "comma-separated upstream broker addresses")
@@ -146,7 +144,9 @@ func isFlagSet(fs *flag.FlagSet, name string) bool {
 }
 
 // startMiddle starts what sits between the client and kfake on path role,
-// in this process.
+// in this process. The gateway is assembled by package gateway from a
+// configuration, as `tollgate --upstream ...` assembles it (metrics on,
+// audit off, no policy rules): what is measured is what ships.
 func startMiddle(role Path, upstreams []string, log *slog.Logger) (stop func(), info childInfo, err error) {
 	info.Role = role
 	switch role {
@@ -158,25 +158,16 @@ func startMiddle(role Path, upstreams []string, log *slog.Logger) (stop func(), 
 		info.Routes = routes
 		return r.Close, info, nil
 	case Gateway:
-		srv, err := proxy.New(proxy.Options{
-			Listeners: []proxy.ListenerOptions{{Name: "bench", Listen: "127.0.0.1:0", BrokerPortBase: 0}},
-			Bootstrap: upstreams,
-			Logger:    log,
-		})
+		cfg, err := gatewayConfig(upstreams)
 		if err != nil {
-			return nil, info, fmt.Errorf("gateway: %w", err)
+			return nil, info, err
 		}
-		if err := srv.Start(context.Background()); err != nil {
-			return nil, info, fmt.Errorf("start gateway: %w", err)
+		g, err := startConfigured(cfg, true, log)
+		if err != nil {
+			return nil, info, err
 		}
-		info.Bootstrap = srv.Addr(0).String()
-		return func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := srv.Shutdown(ctx); err != nil {
-				log.Warn("gateway shutdown", "err", err)
-			}
-		}, info, nil
+		info.Bootstrap = g.info.Bootstrap
+		return func() { g.stop() }, info, nil
 	}
 	return nil, info, fmt.Errorf("child role %q: want %s or %s", role, Relay, Gateway)
 }
@@ -285,4 +276,23 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// gatewayConfig is the configuration of the gateway path: tollgate's
+// defaults with the upstream set, one listener on a kernel-chosen port
+// whose broker ports are kernel-chosen too, and the per-address
+// connection caps lifted (every benchmark client dials from 127.0.0.1).
+func gatewayConfig(upstreams []string) (*configs.Config, error) {
+	cfg := configs.Default()
+	base := 0
+	cfg.Listeners[0].Name = "bench"
+	cfg.Listeners[0].Listen = "127.0.0.1:0"
+	cfg.Listeners[0].BrokerPortBase = &base
+	cfg.Upstream = configs.NewUpstream(upstreams...)
+	cfg.Limits.MaxConnectionsPerAddress = 0
+	cfg.Limits.ConnectionRatePerAddress = 0
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("gateway configuration: %w", err)
+	}
+	return cfg, nil
 }

@@ -277,7 +277,7 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // WriteTable writes the summary for people.
 func (r *Report) WriteTable(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "tollgate bench: kfake with %d broker(s), %d partition(s) per throughput topic; %d round(s) of direct -> relay -> tollgate;\n",
+	fmt.Fprintf(&b, "tollgate-bench: kfake with %d broker(s), %d partition(s) per throughput topic; %d round(s) of direct -> relay -> tollgate;\n",
 		r.Brokers, r.Partitions, r.Rounds)
 	fmt.Fprintf(&b, "%.1fs measured after %.1fs warm-up per run; medians across rounds; MB = 10^6 bytes.\n", r.DurationSec, r.WarmupSec)
 	if r.ChildProcesses {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +41,7 @@ import (
 //     non-empty and no file exists for off; the gateway's own counters
 //     (records written and dropped) are reported.
 
-// Suite names a benchmark mode of `tollgate bench --suite`.
+// Suite names a benchmark mode of `tollgate-bench --suite`.
 type Suite string
 
 const (
@@ -82,6 +83,9 @@ type variant struct {
 	// clientTLS is what the variant's clients dial it with (the TLS suite).
 	tls       *configs.ListenerTLS
 	clientTLS *tls.Config
+	// sni makes the TLS bench listener "brokers: sni" (benchSNIApex and
+	// benchSNIBrokers): one port, the broker chosen by the server name.
+	sni bool
 }
 
 type probeWant int
@@ -190,11 +194,15 @@ func topicRules(n int) []string {
 // the admin server off, and the variant's policy and audit sections.
 func (v variant) configYAML(upstreams []string, auditFile string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# written by tollgate bench: variant %s (%s)\n", v.name, v.desc)
+	fmt.Fprintf(&b, "# written by tollgate-bench: variant %s (%s)\n", v.name, v.desc)
 	b.WriteString("listeners:\n")
-	if v.tls != nil {
+	switch {
+	case v.tls != nil && v.sni:
+		fmt.Fprintf(&b, "  - {name: bench, listen: 127.0.0.1:0, brokers: sni, sni: {bootstrap_host: %s, broker_host: %q}, tls: {cert: %q, key: %q}}\n",
+			benchSNIApex, benchSNIBrokers, v.tls.Cert, v.tls.Key)
+	case v.tls != nil:
 		fmt.Fprintf(&b, "  - {name: bench, listen: 127.0.0.1:0, broker_port_base: 0, tls: {cert: %q, key: %q}}\n", v.tls.Cert, v.tls.Key)
-	} else {
+	default:
 		b.WriteString("  - {name: bench, listen: 127.0.0.1:0, broker_port_base: 0}\n")
 	}
 	b.WriteString("  - {name: internal, listen: 127.0.0.1:0, broker_port_base: 0}\n")
@@ -418,7 +426,7 @@ func (b *bencher) startVariant(v variant, dir string, profile bool) (*variantEnv
 	}
 	ve.info = VariantInfo{Name: v.name, Desc: v.desc, ConfigFile: file, Rules: len(cfg.Policy.Rules),
 		Audit: cfg.Audit.Level, Metrics: v.metrics}
-	e := &pathEnv{path: Gateway, variant: v.name, tls: v.clientTLS}
+	e := &pathEnv{path: Gateway, variant: v.name, tls: v.clientTLS, sni: v.sni}
 	var info childInfo
 	if b.opts.Command == nil {
 		log := slog.New(slog.NewTextHandler(b.opts.ChildStderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("variant", v.name)
@@ -451,6 +459,10 @@ func (b *bencher) startVariant(v variant, dir string, profile bool) (*variantEnv
 		return false
 	}
 	e.seeds = []string{info.Bootstrap}
+	if v.sni {
+		_, port, _ := net.SplitHostPort(info.Bootstrap)
+		e.seeds = []string{net.JoinHostPort(benchSNIApex, port)}
+	}
 	e.route = func(a string) (string, error) {
 		if upstream(a) {
 			return "", fmt.Errorf("%w: tollgate client dialing the upstream %s directly", errOffRoute, a)

@@ -151,7 +151,7 @@ func (r *SuiteReport) WriteJSON(w io.Writer) error {
 // WriteTable writes the report for people.
 func (r *SuiteReport) WriteTable(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "tollgate bench --suite %s: kfake with %d broker(s), %d partition(s) per throughput topic; %d round(s), variant order rotating;\n",
+	fmt.Fprintf(&b, "tollgate-bench --suite %s: kfake with %d broker(s), %d partition(s) per throughput topic; %d round(s), variant order rotating;\n",
 		r.Suite, r.Brokers, r.Partitions, r.Rounds)
 	fmt.Fprintf(&b, "%.1fs measured after %.1fs warm-up per run; medians across rounds; ratios are medians of per-round ratios; MB = 10^6 bytes.\n",
 		r.DurationSec, r.WarmupSec)

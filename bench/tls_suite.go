@@ -61,6 +61,14 @@ var ErrTLSNotInForce = errors.New("TLS not in force")
 const (
 	tlsPlain   = "plaintext"
 	tlsVariant = "tls"
+	tlsSNI     = "tls-sni"
+)
+
+// The SNI variant's names (".test" is reserved, RFC 2606: no DNS answers
+// for them; the benchmark dials them at 127.0.0.1 with the name as SNI).
+const (
+	benchSNIApex    = "sni.bench.test"
+	benchSNIBrokers = "b{node}.sni.bench.test"
 )
 
 // handshakeDialers is how many goroutines open connections concurrently
@@ -159,6 +167,8 @@ func RunTLSSuite(ctx context.Context, opts Options) (*TLSReport, error) {
 			{name: tlsPlain, desc: "plaintext bench listener", metrics: true},
 			{name: tlsVariant, desc: "TLS bench listener (" + tlsKeyType + " certificate, TLS 1.2 minimum, Go's default suites)",
 				metrics: true, versus: tlsPlain},
+			{name: tlsSNI, desc: "the TLS listener with brokers: sni (one port, the broker picked by the TLS server name)",
+				metrics: true, versus: tlsVariant, target: 0.95, sni: true},
 		},
 		profiled: tlsVariant,
 		prepare: func(dir string, vs []variant) error {
@@ -169,7 +179,7 @@ func RunTLSSuite(ctx context.Context, opts Options) (*TLSReport, error) {
 			out.TLS.CAFile = pki.caFile
 			clientTLS = &tls.Config{RootCAs: pki.pool, MinVersion: tls.VersionTLS12}
 			for i := range vs {
-				if vs[i].name == tlsVariant {
+				if vs[i].name == tlsVariant || vs[i].name == tlsSNI {
 					vs[i].tls = &configs.ListenerTLS{Cert: pki.certFile, Key: pki.keyFile}
 					vs[i].clientTLS = clientTLS
 				}
@@ -177,7 +187,10 @@ func RunTLSSuite(ctx context.Context, opts Options) (*TLSReport, error) {
 			return nil
 		},
 		started: func(ctx context.Context, vars map[string]*variantEnv, rep *SuiteReport) error {
-			return checkTLSInForce(ctx, vars[tlsPlain], vars[tlsVariant], clientTLS, &out.TLS, rep)
+			if err := checkTLSInForce(ctx, vars[tlsPlain], vars[tlsVariant], clientTLS, &out.TLS, rep); err != nil {
+				return err
+			}
+			return checkSNI(ctx, vars[tlsSNI], clientTLS, rep)
 		},
 		measured: func(ctx context.Context, vars map[string]*variantEnv, rep *SuiteReport) error {
 			out.TLS.ClientTLSConns = vars[tlsVariant].env.tlsConns.Load()
@@ -242,7 +255,7 @@ func writePKI(dir string) (*pki, error) {
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     []string{"localhost"},
+		DNSNames:     []string{"localhost", benchSNIApex, "*." + benchSNIApex},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
@@ -275,6 +288,57 @@ func writePKI(dir string) (*pki, error) {
 		}
 	}
 	return p, nil
+}
+
+// dialSNI dials addr's port at 127.0.0.1 and completes a handshake with
+// addr's host as the server name (an SNI listener's names).
+func (e *pathEnv) dialSNI(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, fmt.Errorf("tls dial %s: %w", addr, err)
+	}
+	c := e.tls.Clone()
+	c.ServerName = host
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second}, Config: c}
+	conn, err := d.DialContext(ctx, network, net.JoinHostPort("127.0.0.1", port))
+	if err != nil {
+		return nil, fmt.Errorf("tls dial %s (SNI %s): %w", addr, host, err)
+	}
+	e.tlsConns.Add(1)
+	return conn, nil
+}
+
+// checkSNI probes the SNI variant: a handshake naming the bootstrap
+// host is answered, one naming another host is refused.
+func checkSNI(ctx context.Context, sni *variantEnv, clientTLS *tls.Config, rep *SuiteReport) error {
+	if sni == nil {
+		return nil
+	}
+	_, port, _ := net.SplitHostPort(sni.env.seeds[0])
+	probe := func(name string) error {
+		c := clientTLS.Clone()
+		c.ServerName = name
+		d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 10 * time.Second}, Config: c}
+		conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", port))
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	}
+	if err := probe(benchSNIApex); err != nil {
+		return fmt.Errorf("%w: a handshake with SNI %s to the %s gateway: %v", ErrTLSNotInForce, benchSNIApex, tlsSNI, err)
+	}
+	refused := probe("unknown." + benchSNIApex)
+	if refused == nil {
+		return fmt.Errorf("%w: the %s gateway accepted SNI unknown.%s", ErrTLSNotInForce, tlsSNI, benchSNIApex)
+	}
+	for i := range rep.Variants {
+		if v := &rep.Variants[i]; v.Name == tlsSNI {
+			v.Probe = "handshake with SNI " + benchSNIApex + " answered; unknown." + benchSNIApex + " refused: " + refused.Error()
+			v.ProbeOK = true
+		}
+	}
+	return nil
 }
 
 // dialTLS dials addr and completes a handshake with e.tls, as
@@ -636,10 +700,11 @@ func (t *TLSInfo) summarize() {
 	}
 }
 
-// Met reports whether every target was met. The issue sets no target for
-// TLS throughput or handshakes (its memory target is proxy/idle_test.go's),
-// so this is true unless one is added; a gateway not speaking what it was
-// configured to fails the suite instead.
+// Met reports whether every target was met: the SNI variant's throughput
+// of at least 0.95 of the TLS one's (issue 11). Issue 7 sets no target
+// for TLS throughput or handshakes (its memory target is
+// proxy/idle_test.go's); a gateway not speaking what it was configured to
+// fails the suite instead.
 func (r *TLSReport) Met() bool {
 	for _, t := range r.SuiteReport.Targets {
 		if !t.Pass {

@@ -13,7 +13,7 @@ import (
 //
 // Behavior:
 // * v0-2 (message sets, magic 0/1) close the connection, as Kafka 4.0 and
-//   kfake do (PROTOCOL-NOTES §8.4), although ApiVersions advertises min 0
+//   kfake do (docs/protocol.md §7.2), although ApiVersions advertises min 0
 //   so that librdkafka keeps compression (KAFKA-18659).
 // * Internal topics (internal_topics.go) refuse appends with
 //   INVALID_TOPIC_EXCEPTION, as Kafka does for clients.

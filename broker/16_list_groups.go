@@ -41,6 +41,9 @@ func handleListGroups(c *Conn, req *kmsg.ListGroupsRequest) (kmsg.Response, erro
 		if g.cg != nil {
 			state, gtype = g.cg.state(), groupTypeConsumer
 		}
+		if g.sg != nil {
+			state, gtype = g.sg.state(), groupTypeShare
+		}
 		g.mu.Unlock()
 		if dead || !matches(req.StatesFilter, state) || !matches(req.TypesFilter, gtype) {
 			continue

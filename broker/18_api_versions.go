@@ -29,7 +29,7 @@ import (
 // * v1: ThrottleMillis
 // * v3: flexible; client software name/version; features (tagged)
 // * v5 (KIP-1242, ClusterID/NodeID checks) is not served: capped at 4 per
-//   PROTOCOL-NOTES §4.5.
+//   docs/protocol.md §3.3.
 
 func init() { regKey(18, 0, 4, syncHandler(handleApiVersions)) }
 

@@ -18,8 +18,9 @@ import (
 // * BROKER ("" or our node id): a few read-only entries describing this
 //   broker (brokerConfigs). Another id: INVALID_REQUEST, as Kafka answers a
 //   resource for another broker.
-// * Other resource types (BROKER_LOGGER, CLIENT_METRICS, GROUP):
-//   INVALID_REQUEST.
+// * GROUP: the group configs (group_configs.go), set or default, whether
+//   or not the group exists (as Kafka).
+// * Other resource types (BROKER_LOGGER, CLIENT_METRICS): INVALID_REQUEST.
 //
 // Version notes:
 // * v1: IncludeSynonyms, Source; v2: throttle after response
@@ -48,9 +49,15 @@ func handleDescribeConfigs(c *Conn, req *kmsg.DescribeConfigsRequest) (kmsg.Resp
 				break
 			}
 			sr.Configs = c.b.brokerConfigs(rr.ConfigNames, req.IncludeDocumentation)
+		case kmsg.ConfigResourceTypeGroupConfig:
+			if rr.ResourceName == "" {
+				sr.ErrorCode = kerr.InvalidGroupID.Code
+				break
+			}
+			sr.Configs = c.b.groups.describeGroupConfigs(rr.ResourceName, rr.ConfigNames, req.IncludeDocumentation)
 		default:
 			sr.ErrorCode = kerr.InvalidRequest.Code
-			sr.ErrorMessage = kmsg.StringPtr("the built-in broker describes only topic and broker configs")
+			sr.ErrorMessage = kmsg.StringPtr("the built-in broker describes only topic, broker and group configs")
 		}
 		resp.Resources = append(resp.Resources, sr)
 	}

@@ -16,6 +16,8 @@ import (
 //   A name twice in one resource is INVALID_REQUEST, as Kafka. The result
 //   is validated as a whole, then applied and persisted.
 // * BROKER: read-only here, INVALID_REQUEST.
+// * GROUP: SET and DELETE of the group configs (group_configs.go; KIP-848,
+//   KIP-932), validated per name, persisted in the coordinator journal.
 // * ValidateOnly checks without changing anything.
 //
 // Version notes:
@@ -39,6 +41,9 @@ func handleIncrementalAlterConfigs(c *Conn, req *kmsg.IncrementalAlterConfigsReq
 }
 
 func (c *Conn) incrementalAlter(rr kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) error {
+	if rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig {
+		return c.b.groups.alterGroupConfigs(rr.ResourceName, rr.Configs, validateOnly)
+	}
 	t, err := c.alterTarget(rr.ResourceType, rr.ResourceName)
 	if err != nil {
 		return err

@@ -6,11 +6,12 @@
 // are package broker/storage; this package owns the topic registry (names,
 // ids, partition counts, configs, persisted in the data directory), the
 // producer id allocator, the group and transaction coordinators (groups.go
-// for classic groups, consumer_groups.go for KIP-848 groups, txns.go; their
-// state is the coordinator journal, groups_journal.go), the stats the
-// metrics layer reads (stats.go), and the protocol.
+// for classic groups, consumer_groups.go for KIP-848 groups, share_groups.go
+// for KIP-932 share groups, txns.go; their state is the coordinator
+// journal, groups_journal.go), the stats the metrics layer reads (stats.go,
+// share_stats.go), and the protocol.
 //
-// Ownership (STYLE.md example 2): the topic registry is guarded by
+// Ownership: the topic registry is guarded by
 // Broker.mu, held only to look up or change the map, never across I/O on a
 // partition; each partition's log is owned by storage (safe for concurrent
 // use); fsync waits, long-poll fetches and sendfile happen with no broker lock
@@ -72,6 +73,14 @@ type Config struct {
 	// group.consumer.heartbeat.interval.ms; 45 s and 5 s).
 	ConsumerGroupSessionTimeout    time.Duration
 	ConsumerGroupHeartbeatInterval time.Duration
+
+	// ShareRecordLockDuration and ShareDeliveryCountLimit are the KIP-932
+	// share-group defaults (group.share.record.lock.duration.ms and
+	// group.share.delivery.count.limit; 30 s and 5); a group may override
+	// them with the share.record.lock.duration.ms and
+	// share.delivery.count.limit group configs.
+	ShareRecordLockDuration time.Duration
+	ShareDeliveryCountLimit int
 
 	// Observer, if not nil, is told of every segment fsync and of the
 	// record bytes produced and fetched (stats.go).
@@ -264,7 +273,10 @@ func (b *Broker) NewConn(remote string) *Conn {
 
 // Close cancels the connection's pending long polls; the client went away.
 func (c *Conn) Close() {
-	c.closeOnce.Do(func() { close(c.done) })
+	c.closeOnce.Do(func() {
+		close(c.done)
+		c.b.shareConnClosed(c)
+	})
 }
 
 // reply is how a handler answers: exactly once, from any goroutine.
@@ -297,10 +309,11 @@ func regKey(key, min, max int16, h handler) {
 // connection's produce requests land in order; slow completions (fsync
 // waits, long polls) call done later from another goroutine.
 //
-// NOTE: a Produce request's body (key 0) is the gateway's pooled buffer:
-// nothing may keep a reference to it (or to slices of it, such as the
-// decoded record batches) after Handle returns. Appends happen inside
-// Handle, and the durability wait works on the response alone.
+// Buffer ownership is wire.Request's rule: a Produce body
+// (wire.BodyReused) is the gateway's pooled buffer, so nothing may keep a
+// reference to it (or to the decoded record batches) after Handle returns.
+// Appends happen inside Handle, and the durability wait works on the
+// response alone.
 func (c *Conn) Handle(req *wire.Request, done func(wire.Body, error)) {
 	e, ok := registry[req.Key]
 	if !ok {

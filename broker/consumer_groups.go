@@ -42,10 +42,10 @@ import (
 // finish revoking within its rebalance timeout is removed (Kafka fences
 // it), as is one that does not heartbeat within the session timeout.
 //
-// Differences from Kafka: consumer-group membership is not persisted (a
-// restart forgets the members; they get UNKNOWN_MEMBER_ID and rejoin,
-// committed offsets survive); a static member's leave (epoch -2) is a plain
-// leave; classic and consumer protocols do not mix in one group
+// Membership is persisted in the coordinator journal
+// (consumer_groups_journal.go), so members keep their epochs and partitions
+// across a restart. Differences from Kafka: a static member's leave
+// (epoch -2) is a plain leave; classic and consumer protocols do not mix in one group
 // (INCONSISTENT_GROUP_PROTOCOL / GROUP_ID_NOT_FOUND instead of Kafka's
 // online migration); rack-aware assignment is not done.
 
@@ -172,6 +172,7 @@ func (g *group) removeCGMember(m *cgMember, why string) {
 	cg.bump()
 	g.c.b.log.Info("consumer group member removed", "group", g.name, "member", m.id, "reason", why)
 	g.syncCGState()
+	g.persistCG() // consumer_groups_journal.go
 }
 
 // syncCGState mirrors the consumer group into the classic state field,

@@ -131,6 +131,8 @@ type group struct {
 	// cg is set for a KIP-848 consumer group (consumer_groups.go); its
 	// members are not in members.
 	cg *consumerGroup
+	// sg is set for a KIP-932 share group (share_groups.go).
+	sg *shareGroup
 }
 
 // coordinator owns every group.
@@ -142,6 +144,11 @@ type coordinator struct {
 
 	minSession, maxSession time.Duration
 	retention              time.Duration
+
+	gcfg       groupConfigs  // GROUP config resources (group_configs.go)
+	cgSaved    cgSaved       // last KIP-848 records written (consumer_groups_journal.go)
+	share      shareCounters // share-group totals (share_stats.go)
+	shareConns shareConns    // share sessions by connection (share_session.go)
 }
 
 func newCoordinator(b *Broker, j *journal) *coordinator {
@@ -211,13 +218,19 @@ func (g *group) removeLocked() <-chan error {
 		delete(g.c.gs, g.name)
 	}
 	g.c.mu.Unlock()
-	es := []journalEntry{{groupKey(g.name), nil}}
+	es := []journalEntry{{groupKey(g.name), nil}, g.c.forgetCG(g.name)}
 	for t, ps := range g.offsets {
 		for p := range ps {
 			es = append(es, journalEntry{offsetKey(g.name, t, p), nil})
 		}
 	}
 	g.offsets = map[string]map[int32]committed{}
+	if g.sg != nil {
+		for tp := range g.sg.parts {
+			es = append(es, journalEntry{sharePartKey(g.name, tp), nil})
+		}
+		g.sg.parts = map[tpKey]*sharePartition{}
+	}
 	return g.c.j.putMany(es)
 }
 
@@ -238,6 +251,9 @@ func (g *group) stopTimers() {
 	}
 	if g.cg != nil {
 		g.cg.stopTimers()
+	}
+	if g.sg != nil {
+		g.sg.stopTimers()
 	}
 }
 
@@ -481,6 +497,9 @@ func (g *group) supportsGroupProtocols(protocolType string, ps []kmsg.JoinGroupR
 	if protocolType == "" || len(ps) == 0 {
 		return false
 	}
+	if g.sg != nil {
+		return false // a share group id is not usable by the classic protocol
+	}
 	if g.cg != nil {
 		if len(g.cg.members) > 0 {
 			return false // a KIP-848 group in use: no mixing of protocols
@@ -710,6 +729,18 @@ func (c *coordinator) load(entries []journalEntry) error {
 				c.gs[parts[0]] = g
 			}
 			g.setOffset(parts[1], int32(p), oc)
+		case strings.HasPrefix(e.key, shareGroupPartitionKeyPrefix):
+			if err := c.loadSharePart(e); err != nil {
+				return err
+			}
+		case strings.HasPrefix(e.key, consumerGroupKeyPrefix):
+			if err := c.loadConsumerGroup(e); err != nil {
+				return err
+			}
+		case strings.HasPrefix(e.key, groupConfigKeyPrefix):
+			if err := c.loadGroupConfig(e); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -820,7 +851,7 @@ func (c *coordinator) expire(now time.Time) {
 				}
 			}
 		}
-		if len(g.offsets) == 0 && len(g.pending) == 0 {
+		if len(g.offsets) == 0 && len(g.pending) == 0 && (g.sg == nil || len(g.sg.parts) == 0) {
 			c.b.log.Info("group expired", "group", g.name)
 			g.removeLocked()
 		}
@@ -849,6 +880,9 @@ func (g *group) memberCount() int {
 	n := len(g.members)
 	if g.cg != nil {
 		n += len(g.cg.members)
+	}
+	if g.sg != nil {
+		n += len(g.sg.members)
 	}
 	return n
 }
@@ -925,10 +959,14 @@ func (b *Broker) openCoordinators() error {
 		_ = j.close()
 		return err
 	}
-	b.bg.Add(2)
+	b.bg.Add(3)
 	go func() {
 		defer b.bg.Done()
 		b.groups.expiryLoop(b.stop)
+	}()
+	go func() {
+		defer b.bg.Done()
+		b.groups.shareSweepLoop(b.stop)
 	}()
 	go func() {
 		defer b.bg.Done()

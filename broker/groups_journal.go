@@ -31,7 +31,8 @@ import (
 // or corrupt tail, left by a crash mid-write, is cut off) and rewrites it
 // with only the live records; at run time the file is rewritten the same way
 // once it is four times the live size (and at least journalCompactMin).
-// Values are the coordinators' own JSON documents (groups.go, txns.go).
+// Values are the coordinators' own JSON documents (groups.go,
+// consumer_groups_journal.go, share_partition.go, group_configs.go, txns.go).
 //
 // Durability follows the broker's fsync policy, as the partition logs do:
 // FsyncAlways acknowledges a record once a group-commit fsync covers it;

@@ -2,6 +2,7 @@ package configs
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"reflect"
 	"strings"
@@ -68,12 +69,24 @@ type Audit struct {
 	Filter AuditFilter `yaml:"filter,omitempty"`
 }
 
-// AuditSink is where records go: stdout (File empty), or a file rotated
-// by size. In YAML it is the word "stdout" or a mapping.
+// AuditSink is where records go: stdout (File and Kafka empty), a file
+// rotated by size, or a Kafka topic. In YAML it is the word "stdout" or
+// a mapping.
 type AuditSink struct {
-	File    string `yaml:"file"`
-	MaxSize Size   `yaml:"max_size"`
-	Keep    int    `yaml:"keep"`
+	File    string      `yaml:"file"`
+	MaxSize Size        `yaml:"max_size"`
+	Keep    int         `yaml:"keep"`
+	Kafka   *AuditKafka `yaml:"kafka,omitempty"`
+}
+
+// AuditKafka produces each record to a topic, so the trail can be read
+// with Kafka tools.
+type AuditKafka struct {
+	Topic string `yaml:"topic"`
+	// Brokers is the cluster to write to; empty in upstream mode means
+	// the upstream itself, as the gateway's own identity (upstream.tls and
+	// upstream.sasl). The built-in broker needs a cluster named here.
+	Brokers []string `yaml:"brokers,omitempty"`
 }
 
 // AuditFilter selects the records written. Every dimension that is set
@@ -99,7 +112,7 @@ func (f AuditFilter) IsZero() bool {
 func stringMatchEmpty(m *StringMatch) bool { return len(m.Exact)+len(m.Prefix)+len(m.Regex) == 0 }
 
 // Stdout reports whether records go to standard output.
-func (s AuditSink) Stdout() bool { return s.File == "" }
+func (s AuditSink) Stdout() bool { return s.File == "" && s.Kafka == nil }
 
 // MaxSizeMiB is MaxSize in the whole MiB lumberjack counts in (at least 1).
 func (s AuditSink) MaxSizeMiB() int { return max(int(s.MaxSize/MiB), 1) }
@@ -138,8 +151,11 @@ func (s *AuditSink) decodeYAML(d *decoder, n *yaml.Node, path string) {
 		d.errorf(n, path, "want stdout or a mapping {file: PATH, max_size: SIZE, keep: N}, got %s", describe(n))
 	case yaml.MappingNode:
 		d.mapping(n, path, reflect.ValueOf(s).Elem())
-		if s.File == "" {
-			d.errorf(n, path, "a file sink needs file: PATH (or write sink: stdout)")
+		switch {
+		case s.File == "" && s.Kafka == nil:
+			d.errorf(n, path, "a file sink needs file: PATH (or write sink: stdout, or sink: {kafka: {topic: T}})")
+		case s.File != "" && s.Kafka != nil:
+			d.errorf(n, path, "one sink: file or kafka, not both")
 		}
 	default:
 		d.errorf(n, path, "want stdout or a mapping {file: PATH, max_size: SIZE, keep: N}, got %s", describe(n))
@@ -162,7 +178,10 @@ func (v *validator) audit() {
 	if a.Queue < 1 || a.Queue > MaxAuditQueue {
 		v.errf(p+".queue", a.Queue, "%d is out of range 1-%d", a.Queue, MaxAuditQueue)
 	}
-	if s := a.Sink; !s.Stdout() {
+	if k := a.Sink.Kafka; k != nil {
+		v.auditKafka(p+".sink.kafka", k)
+	}
+	if s := a.Sink; s.File != "" {
 		if s.MaxSize < MiB {
 			v.errf(p+".sink.max_size", s.MaxSize, "%s is below 1MiB, the smallest rotation size", s.MaxSize)
 		}
@@ -177,6 +196,20 @@ func (v *validator) audit() {
 		}
 	}
 	v.auditFilter(p+".filter", &a.Filter, a.Level)
+}
+
+func (v *validator) auditKafka(p string, k *AuditKafka) {
+	if !validTopicName(k.Topic) {
+		v.errf(p+".topic", k.Topic, "want a Kafka topic name: 1-249 of a-z A-Z 0-9 . _ - (not . or ..)")
+	}
+	if len(k.Brokers) == 0 && !v.c.UpstreamMode() {
+		v.errf(p+".brokers", "", "the built-in broker cannot be the audit sink of its own gateway (its writes would be audited): name a cluster")
+	}
+	for i, b := range k.Brokers {
+		if _, _, err := net.SplitHostPort(b); err != nil {
+			v.errf(fmt.Sprintf("%s.brokers[%d]", p, i), b, "want host:port: %s", err)
+		}
+	}
 }
 
 func (v *validator) auditFilter(p string, f *AuditFilter, level string) {
@@ -208,4 +241,18 @@ func (v *validator) auditFilter(p string, f *AuditFilter, level string) {
 	if !stringMatchEmpty(&f.ClientID) {
 		v.stringMatch(p+".client_id", &f.ClientID)
 	}
+}
+
+// validTopicName applies Kafka's topic name rules (Topic.validate in
+// Kafka's clients module: length, legal characters, not "." or "..").
+func validTopicName(t string) bool {
+	if t == "" || len(t) > 249 || t == "." || t == ".." {
+		return false
+	}
+	for _, r := range t {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }

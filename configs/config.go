@@ -19,7 +19,7 @@ const (
 
 	// Listener.Brokers
 	BrokersPortPerBroker = "port-per-broker" // one port per broker: base + node id
-	BrokersSNI           = "sni"             // not supported yet
+	BrokersSNI           = "sni"             // one TLS port; the broker is chosen by the TLS server name
 	BrokersSinglePort    = "single-port"     // not supported yet
 
 	// Admin.Listen value that disables the admin server.
@@ -65,8 +65,9 @@ type Listener struct {
 	// Advertise is the host (or host:port) clients are told to connect to.
 	// Empty means AdvertisedHost's default. See AdvertisedHost/AdvertisedPort.
 	Advertise string `yaml:"advertise,omitempty"`
-	// Brokers selects how clients reach individual brokers. Only
-	// "port-per-broker" is supported so far.
+	// Brokers selects how clients reach individual brokers:
+	// "port-per-broker" (a port per node) or "sni" (one TLS port, the
+	// node chosen by the server name the client sends; see SNI).
 	Brokers string `yaml:"brokers"`
 	// BrokerPortBase is the port of node 0; node N is served at base+N on
 	// the listen host. Nil means the listen port + 1 (or kernel-chosen
@@ -78,6 +79,8 @@ type Listener struct {
 	TLS *ListenerTLS `yaml:"tls,omitempty"`
 	// SASL, when set, makes the gateway the SASL server on this listener.
 	SASL *ListenerSASL `yaml:"sasl,omitempty"`
+	// SNI names the hosts of a "brokers: sni" listener (see edge.go).
+	SNI *ListenerSNI `yaml:"sni,omitempty"`
 }
 
 // Upstream is the Kafka cluster the gateway forwards to.
@@ -92,6 +95,17 @@ type Upstream struct {
 	SASL *UpstreamSASL `yaml:"sasl,omitempty"`
 	// DialTimeout bounds one TCP (and TLS) connect to a broker.
 	DialTimeout Duration `yaml:"dial_timeout"`
+	// Proxy is a forward proxy every upstream connection goes through:
+	// socks5://[user:pass@]host:port, http://[user:pass@]host:port
+	// (HTTP CONNECT) or https://… (TLS to the proxy). Empty: direct.
+	Proxy string `yaml:"proxy,omitempty"`
+	// ProxyCA verifies an https:// proxy's certificate (default: the
+	// system roots).
+	ProxyCA string `yaml:"proxy_ca,omitempty"`
+	// NoProxy lists upstream hosts dialled directly: host names (a
+	// leading dot, or none, also matches subdomains), IP addresses, CIDRs,
+	// or "*".
+	NoProxy []string `yaml:"no_proxy,omitempty"`
 	// MetadataRefresh is how often the gateway refreshes its view of the
 	// upstream brokers.
 	MetadataRefresh Duration `yaml:"metadata_refresh"`
@@ -128,10 +142,17 @@ type Broker struct {
 	Defaults map[string]string `yaml:"defaults,omitempty"`
 }
 
-// Admin configures the HTTP admin server (/metrics, /healthz, /readyz).
+// Admin configures the HTTP admin server (/metrics, /healthz, /readyz,
+// /tap, and the web console under /ui/; see admin.go).
 type Admin struct {
 	// Listen is host:port, or "off" to disable the admin server.
 	Listen string `yaml:"listen"`
+	// Auth, when set, is required on every path but /healthz and /readyz.
+	Auth *AdminAuth `yaml:"auth,omitempty"`
+	// TLS, when set, serves the admin server over HTTPS.
+	TLS *AdminTLS `yaml:"tls,omitempty"`
+	// UI is the web console.
+	UI AdminUI `yaml:"ui"`
 }
 
 // Limits bound what one client can make the gateway hold.
@@ -208,7 +229,7 @@ func Default() *Config {
 			FsyncInterval:    DefaultFsyncInterval,
 			AutoCreateTopics: true,
 		},
-		Admin: Admin{Listen: DefaultAdminListen},
+		Admin: Admin{Listen: DefaultAdminListen, UI: AdminUI{Enabled: true}},
 		Limits: Limits{
 			MaxFrameBytes:            DefaultMaxFrameBytes,
 			MaxPreauthFrameBytes:     DefaultMaxPreauthBytes,

@@ -97,13 +97,13 @@ func readDocument(data []byte, source string) (*yaml.Node, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, nil
 		}
-		return nil, syntaxError(err, source)
+		return nil, syntaxError(err, data, source)
 	}
 	var next yaml.Node
 	switch err := dec.Decode(&next); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		return nil, syntaxError(err, source)
+		return nil, syntaxError(err, data, source)
 	case !isEmptyDocument(&next):
 		return nil, &FieldError{Source: source, Line: next.Line, Column: next.Column,
 			Msg: "a second YAML document (after ---): tollgate reads exactly one document per file"}
@@ -122,15 +122,73 @@ func isEmptyDocument(doc *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
-// syntaxError turns "yaml: line 3: msg" into a FieldError at line 3. The
-// yaml package does not report a column for syntax errors.
-func syntaxError(err error, source string) error {
+// syntaxError turns "yaml: line 3: msg" into a FieldError. The yaml
+// package reports the line where the construct it was parsing began (a
+// mapping that started lines earlier) and no column, so the position is
+// found again by parsing growing prefixes of data: the first prefix that
+// fails with the same problem ends where the problem is.
+func syntaxError(err error, data []byte, source string) error {
 	msg := err.Error()
+	line, problem := 0, strings.TrimPrefix(msg, "yaml: ")
 	if m := yamlLineErr.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return &FieldError{Source: source, Line: line, Msg: "YAML syntax: " + m[2]}
+		line, _ = strconv.Atoi(m[1])
+		problem = m[2]
 	}
-	return &FieldError{Source: source, Msg: "YAML syntax: " + strings.TrimPrefix(msg, "yaml: ")}
+	col := 0
+	if l, c := locateProblem(data, problem); l > 0 {
+		line, col = l, c
+	}
+	return &FieldError{Source: source, Line: line, Column: col, Msg: "YAML syntax: " + problem}
+}
+
+// maxLocateBytes bounds the prefix search (quadratic in the file's
+// lines); a larger file gets the yaml package's line only.
+const maxLocateBytes = 64 << 10
+
+// locateProblem returns the 1-based line and column where parsing data
+// first fails with problem, or 0, 0.
+func locateProblem(data []byte, problem string) (line, col int) {
+	if len(data) > maxLocateBytes {
+		return 0, 0
+	}
+	end := 0 // bytes of the lines before the current one
+	for n := 1; end < len(data); n++ {
+		next := bytes.IndexByte(data[end:], '\n')
+		stop := len(data)
+		if next >= 0 {
+			stop = end + next + 1
+		}
+		if parseProblem(data[:stop]) == problem {
+			for c := end + 1; c <= stop; c++ {
+				if parseProblem(data[:c]) == problem {
+					return n, c - end
+				}
+			}
+			return n, 1
+		}
+		end = stop
+	}
+	return 0, 0
+}
+
+// parseProblem is the problem the yaml package reports for data ("" when
+// it parses), without its line.
+func parseProblem(data []byte) string {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return ""
+		}
+		if err != nil {
+			msg := err.Error()
+			if m := yamlLineErr.FindStringSubmatch(msg); m != nil {
+				return m[2]
+			}
+			return strings.TrimPrefix(msg, "yaml: ")
+		}
+	}
 }
 
 func unjoin(err error) []error {

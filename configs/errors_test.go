@@ -30,7 +30,7 @@ func TestParseErrors(t *testing.T) {
 		{"advertise wildcard", "listeners:\n  - advertise: 0.0.0.0\n", "2:16", "listeners[0].advertise", "clients cannot connect to a wildcard"},
 		{"advertise port 0", "listeners:\n  - advertise: gw:0\n", "2:16", "listeners[0].advertise", "port 0 is out of range 1-65535"},
 		{"advertise no host", "listeners:\n  - advertise: \":9092\"\n", "2:16", "listeners[0].advertise", "has no host"},
-		{"brokers sni", "listeners:\n  - brokers: sni\n", "2:14", "listeners[0].brokers", `"sni" is not supported yet`},
+		{"brokers sni without section", "listeners:\n  - brokers: sni\n", "2:5", "listeners[0].sni", `needs an sni section`},
 		{"brokers single-port", "listeners:\n  - brokers: single-port\n", "2:14", "listeners[0].brokers", `"single-port" is not supported yet`},
 		{"brokers unknown", "listeners:\n  - brokers: many\n", "2:14", "listeners[0].brokers", `"many" is not a broker addressing mode`},
 		{"base range", "listeners:\n  - broker_port_base: 70000\n", "2:23", "listeners[0].broker_port_base", "70000 is out of range 0-65535"},
@@ -130,9 +130,13 @@ func TestParseErrors(t *testing.T) {
 		{"string field given a list", "log:\n  level: [info]\n", "2:10", "log.level", "want a string, got a list"},
 		{"merge of a scalar", "log:\n  <<: 5\n", "2:7", "log", "merge key (<<) wants a mapping"},
 		// The yaml package reports the line where the construct it was
-		// parsing began (here the mapping on line 2), and no column.
-		{"syntax error", "log:\n  level: info\n bad\n", "2", "", "YAML syntax: did not find expected key"},
-		{"tab indentation", "log:\n\tlevel: info\n", "2", "", "YAML syntax:"},
+		// parsing began (here the mapping on line 2) and no column;
+		// syntaxError finds the problem's own line and column.
+		{"syntax error", "log:\n  level: info\n bad\n", "3:2", "", "YAML syntax: did not find expected key"},
+		{"tab indentation", "log:\n\tlevel: info\n", "2:1", "", "YAML syntax:"},
+		{"unclosed quote", "listeners:\n  - name: a\n    listen: \"127.0.0.1:0\nadmin: {}\n", "3:13", "", "YAML syntax: found unexpected end of stream"},
+		{"over-indented key", "log:\n  level: info\n   format: json\n", "3:10", "", "YAML syntax: mapping values are not allowed"},
+		{"unclosed flow list", "policy:\n  rules:\n    - {name: a, match: {api: [Produce}, action: deny}\n", "3:31", "", "did not find expected ',' or ']'"},
 		{"second document", "log: {level: info}\n---\nlimits: {}\n", "2:1", "", "a second YAML document"},
 	}
 	for _, c := range cases {

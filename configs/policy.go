@@ -13,6 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/tollgate-kafka/tollgate/apis"
 )
 
 // Policy.Default and Rule.Action values.
@@ -164,32 +166,18 @@ func (r *Rate) Bursts() (requests int, produce, fetch Size) {
 	return requests, produce, fetch
 }
 
-// APIGroups are the names usable in Match.API for sets of keys. "admin" is
-// every key in no other group except Metadata, ApiVersions, the SASL keys
-// and client telemetry (71, 72), which every client sends.
-var APIGroups = map[string][]int16{
-	"produce":     {0, 22},
-	"consume":     {1, 2, 23, 78, 79},
-	"group":       {8, 9, 10, 11, 12, 13, 14, 15, 16, 68, 69, 76, 77, 88, 89, 90},
-	"transaction": {22, 24, 25, 26, 28},
-	"admin":       adminKeys(),
-}
-
-func adminKeys() []int16 {
-	other := map[int16]bool{3: true, 17: true, 18: true, 36: true, 71: true, 72: true}
-	for _, g := range [][]int16{{0, 22}, {1, 2, 23, 78, 79}, {8, 9, 10, 11, 12, 13, 14, 15, 16, 68, 69, 76, 77, 88, 89, 90}, {24, 25, 26, 28}} {
-		for _, k := range g {
-			other[k] = true
-		}
+// APIGroups are the names usable in Match.API for sets of keys, from the
+// API table (apis.GroupNames; "admin" is every key in no other group
+// except Metadata, ApiVersions, the SASL keys and client telemetry, which
+// every client sends).
+var APIGroups = func() map[string][]int16 {
+	m := make(map[string][]int16, len(apis.GroupNames))
+	for _, name := range apis.GroupNames {
+		g, _ := apis.GroupByName(name)
+		m[name] = apis.Keys(g)
 	}
-	var keys []int16
-	for k := int16(0); k <= kmsg.MaxKey; k++ {
-		if !other[k] {
-			keys = append(keys, k)
-		}
-	}
-	return keys
-}
+	return m
+}()
 
 // ResolveAPI turns one Match.API entry into API keys: a group name
 // (lowercase, exactly), an API name (otherwise case-insensitive: Kafka's

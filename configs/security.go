@@ -81,6 +81,11 @@ const (
 type ListenerTLS struct {
 	Cert string `yaml:"cert"`
 	Key  string `yaml:"key"`
+	// Certificates are more certificate/key pairs: a client's TLS server
+	// name (SNI) picks the first whose names match it, else Cert. One
+	// certificate per name is how a "brokers: sni" listener can do
+	// without a wildcard.
+	Certificates []CertKeyPair `yaml:"certificates,omitempty"`
 	// ClientCA, when set, requires every client to present a
 	// certificate signed by it; the certificate names the principal.
 	ClientCA string `yaml:"client_ca,omitempty"`
@@ -341,6 +346,9 @@ func TLSVersion(s string) (uint16, error) {
 }
 
 func (v *validator) listenerTLS(p string, t *ListenerTLS) {
+	for i, pair := range t.Certificates {
+		v.keyPair(fmt.Sprintf("%s.certificates[%d]", p, i), pair.Cert, pair.Key)
+	}
 	switch {
 	case t.Cert == "":
 		v.errf(p+".cert", nil, "a listener certificate is required (cert and key)")

@@ -115,10 +115,15 @@ func (v *validator) listeners() {
 		}
 		switch l.Brokers {
 		case BrokersPortPerBroker:
-		case BrokersSNI, BrokersSinglePort:
-			v.errf(p+".brokers", l.Brokers, "%q is not supported yet: use %q", l.Brokers, BrokersPortPerBroker)
+			if l.SNI != nil {
+				v.errf(p+".sni", nil, "sni is set but brokers is %q: set brokers: %s", l.Brokers, BrokersSNI)
+			}
+		case BrokersSNI:
+			v.listenerSNI(p, l)
+		case BrokersSinglePort:
+			v.errf(p+".brokers", l.Brokers, "%q is not supported yet: use %q or %q", l.Brokers, BrokersPortPerBroker, BrokersSNI)
 		default:
-			v.errf(p+".brokers", l.Brokers, "%q is not a broker addressing mode: want %q", l.Brokers, BrokersPortPerBroker)
+			v.errf(p+".brokers", l.Brokers, "%q is not a broker addressing mode: want %q or %q", l.Brokers, BrokersPortPerBroker, BrokersSNI)
 		}
 		if b := l.BrokerPortBase; b != nil {
 			if *b < 0 || *b > 65535 {
@@ -207,6 +212,7 @@ func (v *validator) upstream() {
 	}
 	v.positive("upstream.dial_timeout", u.DialTimeout)
 	v.positive("upstream.metadata_refresh", u.MetadataRefresh)
+	v.upstreamProxy(u)
 }
 
 func (v *validator) upstreamTLS(t *UpstreamTLS) {
@@ -296,6 +302,7 @@ func (v *validator) admin() {
 	default:
 		v.listen("admin.listen", a, true)
 	}
+	v.adminSecurity()
 }
 
 func (v *validator) limits() {
@@ -374,7 +381,7 @@ func (v *validator) ports() {
 				desc: fmt.Sprintf("%s bootstrap port %s", p, net.JoinHostPort(host, fmt.Sprint(port)))})
 		}
 		base := l.BrokerPortBaseOrDefault()
-		if base <= 0 || base > 65535 || !v.c.UpstreamMode() {
+		if base <= 0 || base > 65535 || !v.c.UpstreamMode() || l.Brokers == BrokersSNI {
 			continue
 		}
 		hi := min(base+span-1, 65535)

@@ -23,10 +23,9 @@ func (c *Config) ClientConnections() int {
 	return ConnsPerClientPerBroker*brokers + 1
 }
 
-// Warnings reports settings that are valid but likely to refuse a
-// legitimate workload. `tollgate check-config` prints them and the
-// gateway logs them at start.
-func (c *Config) Warnings() []string {
+// limitsWarnings reports limits that are valid but likely to refuse a
+// legitimate workload (part of Warnings).
+func (c *Config) limitsWarnings() []string {
 	var out []string
 	l := c.Limits
 	if n := l.MaxConnectionsPerAddress; n > 0 && n < c.ClientConnections() {

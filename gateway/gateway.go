@@ -8,13 +8,9 @@ package gateway
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,11 +18,11 @@ import (
 	"github.com/tollgate-kafka/tollgate/audit"
 	"github.com/tollgate-kafka/tollgate/auth"
 	"github.com/tollgate-kafka/tollgate/broker"
-	"github.com/tollgate-kafka/tollgate/broker/storage"
 	"github.com/tollgate-kafka/tollgate/configs"
 	"github.com/tollgate-kafka/tollgate/metrics"
 	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/proxy"
+	"github.com/tollgate-kafka/tollgate/webui"
 )
 
 // Gateway is one assembled tollgate.
@@ -38,8 +34,11 @@ type Gateway struct {
 	Trail    *audit.Trail
 
 	cfg          *configs.Config
+	plan         *Plan // provisioned once; owned, closed with the gateway
 	log          *slog.Logger
 	admin        *metrics.AdminServer
+	console      *webui.Console // nil unless the admin server serves /ui/
+	policy       policyState
 	closeBackend func()
 }
 
@@ -58,17 +57,47 @@ func WithoutMetricsHooks() Option { return func(s *settings) { s.noMetrics = tru
 // WithProxyOptions lets the caller adjust the proxy options last.
 func WithProxyOptions(f func(*proxy.Options)) Option { return func(s *settings) { s.tweak = f } }
 
-// New assembles a gateway from cfg without starting it; the built-in
-// broker is opened (and recovered) here when there is no upstream.
+// New provisions cfg (Provision) and opens the plan (Open), without
+// starting the gateway.
 func New(cfg *configs.Config, log *slog.Logger, opts ...Option) (*Gateway, error) {
+	plan, err := Provision(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	g, err := Open(plan, log, opts...)
+	if err != nil {
+		plan.Close()
+		return nil, err
+	}
+	return g, nil
+}
+
+// Open assembles a gateway from a provisioned plan without starting it:
+// the metrics, the audit trail and the backend (the built-in broker is
+// opened and recovered here when there is no upstream). The gateway owns
+// the plan from then on; on error the plan is still the caller's.
+func Open(plan *Plan, log *slog.Logger, opts ...Option) (*Gateway, error) {
 	var st settings
 	for _, o := range opts {
 		o(&st)
 	}
-	g := &Gateway{cfg: cfg, log: log, Registry: prometheus.NewRegistry()}
+	cfg := plan.Config
+	g := &Gateway{cfg: cfg, plan: plan, log: log, Registry: prometheus.NewRegistry()}
 	g.Metrics = metrics.New(g.Registry)
-	trail, err := audit.New(cfg.Audit, g.Metrics, audit.WithLogger(log))
+	aopts := []audit.Option{audit.WithLogger(log)}
+	var kafkaSink *audit.KafkaSink
+	if k := cfg.Audit.Sink.Kafka; k != nil && cfg.Audit.Enabled() {
+		var err error
+		if kafkaSink, err = kafkaAuditSink(cfg, k); err != nil {
+			return nil, err
+		}
+		aopts = append(aopts, audit.WithSink(kafkaSink)) // closed by the trail from here on
+	}
+	trail, err := audit.New(cfg.Audit, g.Metrics, aopts...)
 	if err != nil {
+		if kafkaSink != nil {
+			kafkaSink.Close()
+		}
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 	g.Trail = trail
@@ -76,7 +105,9 @@ func New(cfg *configs.Config, log *slog.Logger, opts ...Option) (*Gateway, error
 	if !st.noMetrics {
 		obs = g.Metrics
 	}
-	popts, b, closeBackend, err := buildOptions(cfg, log, obs)
+	popts := plan.proxy
+	popts.Listeners = append([]proxy.ListenerOptions(nil), plan.proxy.Listeners...)
+	b, closeBackend, err := openBackend(plan, &popts, log, obs)
 	if err != nil {
 		trail.Close()
 		return nil, err
@@ -92,25 +123,19 @@ func New(cfg *configs.Config, log *slog.Logger, opts ...Option) (*Gateway, error
 	if st.tweak != nil {
 		st.tweak(&popts)
 	}
-	fail := func(err error) (*Gateway, error) {
+	if g.Server, err = proxy.New(popts); err != nil {
 		g.closeBackend()
 		trail.Close()
 		return nil, err
 	}
-	if g.Server, err = proxy.New(popts); err != nil {
-		return fail(err)
-	}
-	eng, warnings, err := policy.Compile(cfg.Policy)
-	if err != nil {
-		return fail(fmt.Errorf("policy: %w", err))
-	}
-	for _, w := range warnings {
+	for _, w := range plan.Warnings {
 		log.Warn("policy", "warning", w.String())
 	}
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration", "warning", w)
 	}
-	g.Server.SetPolicy(eng)
+	g.Server.SetPolicy(plan.Policy)
+	g.policy.installed(cfg.Policy, time.Now())
 	return g, nil
 }
 
@@ -121,7 +146,16 @@ func (g *Gateway) Start(ctx context.Context) error {
 	}
 	if g.cfg.Admin.Enabled() {
 		admin, err := metrics.NewAdmin(g.cfg.Admin.Listen, g.Registry, g.Server.Ready, g.Trail)
+		if err == nil {
+			err = secureAdmin(admin, g.cfg.Admin)
+		}
+		if err == nil && g.cfg.Admin.UI.Enabled {
+			err = g.mountConsole(admin)
+		}
 		if err != nil {
+			if admin != nil {
+				admin.Shutdown(context.Background())
+			}
 			g.Server.Shutdown(context.Background())
 			return err
 		}
@@ -132,6 +166,15 @@ func (g *Gateway) Start(ctx context.Context) error {
 	return nil
 }
 
+// AdminAddr is the admin server's bound address (nil when it is off or
+// not started).
+func (g *Gateway) AdminAddr() net.Addr {
+	if g.admin == nil {
+		return nil
+	}
+	return g.admin.Addr()
+}
+
 // Close drains the gateway (bounded by ctx, or the drain timeout when ctx
 // has no deadline), then closes the admin server, the backend and the
 // audit trail.
@@ -140,14 +183,19 @@ func (g *Gateway) Close(ctx context.Context) error {
 	if g.admin != nil {
 		g.admin.Shutdown(context.Background())
 	}
+	if g.console != nil {
+		g.console.Close()
+	}
 	g.closeBackend()
 	g.Trail.Close()
+	g.plan.Close()
 	return err
 }
 
 // Reload loads file and swaps in its policy, keeping the rate budgets of
 // rules whose name and rate are unchanged. Other sections need a restart.
-func (g *Gateway) Reload(file string) error {
+func (g *Gateway) Reload(file string) (err error) {
+	defer func() { g.policy.reloaded(time.Now(), err) }()
 	cfg, err := configs.Load(file)
 	if err != nil {
 		return err
@@ -156,6 +204,7 @@ func (g *Gateway) Reload(file string) error {
 	if err != nil {
 		return err
 	}
+	defer g.policy.installed(cfg.Policy, time.Now())
 	for _, w := range warnings {
 		g.log.Warn("policy", "warning", w.String())
 	}
@@ -164,148 +213,25 @@ func (g *Gateway) Reload(file string) error {
 	return nil
 }
 
-// buildOptions turns the validated configuration into the proxy's runtime
-// plan, opening the built-in broker when there is no upstream.
-func buildOptions(cfg *configs.Config, log *slog.Logger, obs broker.Observer) (proxy.Options, *broker.Broker, func(), error) {
-	opts := proxy.Options{
-		MaxFrameBytes:            int32(min(int64(cfg.Limits.MaxFrameBytes), 1<<31-1)),
-		MaxInFlight:              cfg.Limits.MaxInFlight,
-		MaxConnections:           cfg.Limits.MaxConnections,
-		MaxConnectionsPerAddress: cfg.Limits.MaxConnectionsPerAddress,
-		MaxPreauthFrameBytes:     int32(min(int64(cfg.Limits.MaxPreauthFrameBytes), 1<<31-1)),
-		ConnectionRatePerAddress: float64(cfg.Limits.ConnectionRatePerAddress),
-		AuthFailuresPerAddress:   cfg.Limits.AuthFailuresPerAddress,
-		AuthLockout:              cfg.Limits.AuthLockout.D(),
-		AuthTimeout:              cfg.Limits.AuthTimeout.D(),
-		IdleTimeout:              cfg.Limits.IdleTimeout.D(),
-		FrameTimeout:             cfg.Limits.FrameTimeout.D(),
-		DrainTimeout:             cfg.Limits.DrainTimeout.D(),
-		Logger:                   log,
+// openBackend opens the plan's backend: nothing in upstream mode, the
+// built-in broker otherwise (installed as opts.Local).
+func openBackend(plan *Plan, opts *proxy.Options, log *slog.Logger, obs broker.Observer) (*broker.Broker, func(), error) {
+	if plan.broker == nil {
+		return nil, func() {}, nil
 	}
-	for i := range cfg.Listeners {
-		l := &cfg.Listeners[i]
-		base := -1
-		if l.BrokerPortBase != nil {
-			base = *l.BrokerPortBase
-		}
-		lo := proxy.ListenerOptions{
-			Name:           l.Name,
-			Listen:         l.Listen,
-			Advertise:      l.AdvertisedHost(),
-			AdvertisePort:  l.AdvertisedPort(0),
-			BrokerPortBase: base,
-		}
-		if err := listenerSecurity(&lo, l, log); err != nil {
-			return opts, nil, nil, err
-		}
-		opts.Listeners = append(opts.Listeners, lo)
-	}
-	if cfg.UpstreamMode() {
-		u := cfg.Upstream
-		opts.Bootstrap = u.Bootstrap
-		opts.DialTimeout = u.DialTimeout.D()
-		opts.MetadataRefresh = u.MetadataRefresh.D()
-		if u.TLS != nil {
-			tc, err := upstreamTLS(u.TLS)
-			if err != nil {
-				return opts, nil, nil, err
-			}
-			opts.UpstreamTLS = tc
-		}
-		if u.SASL != nil {
-			mech, err := auth.ClientMechanism(u.SASL)
-			switch {
-			case errors.Is(err, auth.ErrPassthrough):
-				// Clients' own SASL exchanges are relayed as they are.
-			case err != nil:
-				return opts, nil, nil, fmt.Errorf("upstream.sasl: %w", err)
-			default:
-				opts.UpstreamAuth = func(ctx context.Context, conn net.Conn, addr string) (time.Duration, error) {
-					host, _, _ := net.SplitHostPort(addr)
-					return auth.Authenticate(ctx, conn, mech, host)
-				}
-			}
-		}
-		return opts, nil, func() {}, nil
-	}
-	policy, err := storage.ParseFsyncPolicy(cfg.Broker.Fsync)
+	bc := *plan.broker
+	bc.Observer = obs
+	b, err := broker.Open(bc)
 	if err != nil {
-		return opts, nil, nil, err
+		return nil, nil, fmt.Errorf("open built-in broker: %w", err)
 	}
-	b, err := broker.Open(broker.Config{
-		DataDir:          cfg.Broker.DataDir,
-		Fsync:            policy,
-		FsyncInterval:    cfg.Broker.FsyncInterval.D(),
-		AutoCreateTopics: cfg.Broker.AutoCreateTopics,
-		TopicDefaults:    cfg.Broker.Defaults,
-		Logger:           log,
-		Observer:         obs,
-	})
-	if err != nil {
-		return opts, nil, nil, fmt.Errorf("open built-in broker: %w", err)
-	}
-	log.Info("built-in broker", "data_dir", cfg.Broker.DataDir, "fsync", cfg.Broker.Fsync)
+	log.Info("built-in broker", "data_dir", plan.Config.Broker.DataDir, "fsync", plan.Config.Broker.Fsync)
 	opts.Local = proxy.LocalFunc(func(remote string) proxy.LocalConn { return b.NewConn(remote) })
-	return opts, b, func() {
+	return b, func() {
 		if err := b.Close(); err != nil {
 			log.Error("close built-in broker", "err", err)
 		}
 	}, nil
-}
-
-// upstreamTLS builds the TLS config for upstream connections.
-func upstreamTLS(c *configs.UpstreamTLS) (*tls.Config, error) {
-	tc := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         c.ServerName,
-		InsecureSkipVerify: c.InsecureSkipVerify, //nolint:gosec // operator's explicit choice, for testing
-	}
-	if c.CA != "" {
-		pem, err := os.ReadFile(c.CA)
-		if err != nil {
-			return nil, fmt.Errorf("upstream.tls.ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("upstream.tls.ca: no PEM certificates in %s", c.CA)
-		}
-		tc.RootCAs = pool
-	}
-	if c.Cert != "" || c.Key != "" {
-		cert, err := tls.LoadX509KeyPair(c.Cert, c.Key)
-		if err != nil {
-			return nil, fmt.Errorf("upstream.tls.cert/key: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	return tc, nil
-}
-
-// listenerSecurity turns a listener's tls and sasl sections into the
-// proxy's TLS config, principal mapper and SASL server.
-func listenerSecurity(lo *proxy.ListenerOptions, l *configs.Listener, log *slog.Logger) error {
-	if l.TLS != nil {
-		tc, err := auth.ServerTLS(l.TLS)
-		if err != nil {
-			return fmt.Errorf("listener %s tls: %w", l.Name, err)
-		}
-		lo.TLS = tc
-		if l.TLS.ClientCA != "" {
-			pm, err := auth.NewPrincipalMapper(l.TLS)
-			if err != nil {
-				return fmt.Errorf("listener %s tls principal: %w", l.Name, err)
-			}
-			lo.Principal = pm.Principal
-		}
-	}
-	if l.SASL != nil {
-		srv, err := auth.NewServer(l.SASL, log)
-		if err != nil {
-			return fmt.Errorf("listener %s sasl: %w", l.Name, err)
-		}
-		lo.SASL = saslServer{srv}
-	}
-	return nil
 }
 
 // saslServer adapts *auth.Server to proxy.SASLServer.
@@ -347,3 +273,20 @@ func (s brokerStats) GroupLag() []metrics.GroupLag {
 }
 
 func (s brokerStats) ActiveTransactions() int { return s.b.ActiveTransactions() }
+
+var _ metrics.ShareStatsSource = brokerStats{}
+
+func (s brokerStats) ShareStats() []metrics.ShareStat {
+	ss := s.b.ShareStats()
+	out := make([]metrics.ShareStat, len(ss))
+	for i, st := range ss {
+		out[i] = metrics.ShareStat{Group: st.Group, Topic: st.Topic, Partition: st.Partition,
+			StartOffset: st.StartOffset, Acquired: st.Acquired, Lag: st.Lag}
+	}
+	return out
+}
+
+func (s brokerStats) ShareCounters() metrics.ShareCounters {
+	c := s.b.ShareCounters()
+	return metrics.ShareCounters{LockExpired: c.LockExpired, Archived: c.Archived, AckErrors: c.AckErrors}
+}

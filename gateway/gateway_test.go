@@ -66,16 +66,15 @@ policy:
 	if err := cl.ProduceSync(ctx, kgo.StringRecord("x")).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get("http://" + g.admin.Addr().String() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	// The write loop counts a request after its response has gone out, so
+	// the client can read the answer before the counter moves: poll.
+	wants := []string{`tollgate_requests_total{api="Produce"`, `tollgate_broker_log_end_offset{partition="0",topic="auto"} 1`}
+	missing := wants
+	for deadline := time.Now().Add(10 * time.Second); len(missing) > 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		missing = missingMetrics(t, "http://"+g.admin.Addr().String()+"/metrics", wants)
 	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, want := range []string{`tollgate_requests_total{api="Produce"`, `tollgate_broker_log_end_offset{partition="0",topic="auto"} 1`} {
-		if !strings.Contains(string(body), want) {
-			t.Errorf("/metrics lacks %s", want)
-		}
+	for _, m := range missing {
+		t.Errorf("/metrics lacks %s", m)
 	}
 	if g.Server.Policy() == nil || g.Server.Policy().Rules() != 1 {
 		t.Error("the policy section was not installed")
@@ -110,4 +109,22 @@ admin: { listen: "off" }
 	if hw := c.PartitionInfo("up", 0).HighWatermark; hw != 1 {
 		t.Fatalf("upstream high watermark %d, want 1", hw)
 	}
+}
+
+// missingMetrics returns the strings of wants that url's body lacks.
+func missingMetrics(t *testing.T, url string, wants []string) []string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var missing []string
+	for _, want := range wants {
+		if !strings.Contains(string(body), want) {
+			missing = append(missing, want)
+		}
+	}
+	return missing
 }

@@ -2,11 +2,14 @@ package metrics
 
 import (
 	"context"
+	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,11 +35,15 @@ var _ TapSource = (*audit.Trail)(nil)
 //	/tap      newline-delimited JSON audit records, live, filtered by the
 //	          query (listener, api, api_not, topic, client; see
 //	          audit.FilterFromQuery), until the client goes away
+//	/ui/      the web console (package webui), when mounted
 //
 // It binds in NewAdmin, so Addr is known before Start.
 type AdminServer struct {
 	ln    net.Listener
 	srv   *http.Server
+	mux   *http.ServeMux
+	allow func(*http.Request) bool // nil: no authentication
+	tls   *tls.Config              // nil: plain HTTP
 	ready func() error
 	tap   TapSource
 	log   *slog.Logger
@@ -61,15 +68,16 @@ func NewAdmin(addr string, reg prometheus.Gatherer, ready func() error, tap TapS
 	}
 	a := &AdminServer{ln: ln, ready: ready, tap: tap, log: slog.Default(), stop: make(chan struct{}), served: make(chan struct{})}
 	mux := http.NewServeMux()
+	a.mux = mux
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("GET /readyz", a.readyz)
 	mux.HandleFunc("GET /tap", a.tapHandler)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "tollgate admin: /metrics /healthz /readyz /tap?api=&topic=&client=&listener=")
+		fmt.Fprintln(w, "tollgate admin: /metrics /healthz /readyz /tap?api=&topic=&client=&listener= /ui/ (web console, when enabled)")
 	})
 	a.srv = &http.Server{
-		Handler:           mux,
+		Handler:           http.HandlerFunc(a.serve),
 		ReadHeaderTimeout: 10 * time.Second,
 		// No WriteTimeout: /tap streams for as long as the client reads.
 	}
@@ -79,11 +87,39 @@ func NewAdmin(addr string, reg prometheus.Gatherer, ready func() error, tap TapS
 // Addr is the bound address (useful with port 0).
 func (a *AdminServer) Addr() net.Addr { return a.ln.Addr() }
 
+// Mount serves h for pattern (an http.ServeMux pattern); call before
+// Start. The web console is mounted at /ui/ this way.
+func (a *AdminServer) Mount(pattern string, h http.Handler) { a.mux.Handle(pattern, h) }
+
+// Protect makes every path but /healthz and /readyz (probes) require
+// allow(r); call before Start.
+func (a *AdminServer) Protect(allow func(*http.Request) bool) { a.allow = allow }
+
+// UseTLS serves HTTPS with tc; call before Start.
+func (a *AdminServer) UseTLS(tc *tls.Config) { a.tls = tc }
+
+// Stopping is closed when Shutdown begins, so that live streams (the
+// console's live view) can end.
+func (a *AdminServer) Stopping() <-chan struct{} { return a.stop }
+
+func (a *AdminServer) serve(w http.ResponseWriter, r *http.Request) {
+	if a.allow != nil && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" && !a.allow(r) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="tollgate admin", charset="UTF-8"`)
+		http.Error(w, "authentication required", http.StatusUnauthorized)
+		return
+	}
+	a.mux.ServeHTTP(w, r)
+}
+
 // Start serves in a goroutine until Shutdown.
 func (a *AdminServer) Start() {
+	ln := a.ln
+	if a.tls != nil {
+		ln = tls.NewListener(ln, a.tls)
+	}
 	go func() {
 		defer close(a.served)
-		if err := a.srv.Serve(a.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := a.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.log.Error("admin server stopped", "addr", a.ln.Addr().String(), "err", err)
 		}
 	}()
@@ -93,6 +129,7 @@ func (a *AdminServer) Start() {
 // within ctx.
 func (a *AdminServer) Shutdown(ctx context.Context) error {
 	a.stopOnce.Do(func() { close(a.stop) })
+	defer a.ln.Close() // for a server shut down before Start
 	if err := a.srv.Shutdown(ctx); err != nil {
 		return fmt.Errorf("admin shutdown: %w", err)
 	}
@@ -166,5 +203,22 @@ func (a *AdminServer) tapHandler(w http.ResponseWriter, r *http.Request) {
 		case <-a.stop:
 			return
 		}
+	}
+}
+
+// AdminAuth returns the check Protect needs: a request passes with
+// "Authorization: Bearer TOKEN" (token non-empty) or with basic
+// credentials user:pass (user non-empty). Comparisons are constant-time.
+func AdminAuth(token, user, pass string) func(*http.Request) bool {
+	eq := func(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
+	return func(r *http.Request) bool {
+		h := r.Header.Get("Authorization")
+		if t, ok := strings.CutPrefix(h, "Bearer "); ok && token != "" {
+			return eq(t, token)
+		}
+		if u, p, ok := r.BasicAuth(); ok && user != "" {
+			return eq(u, user) && eq(p, pass)
+		}
+		return false
 	}
 }

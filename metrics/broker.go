@@ -65,7 +65,7 @@ type brokerCollector struct {
 }
 
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLEO, descLSO, descSize, descLag, descMembers, descTxns, descTrunc} {
+	for _, d := range append([]*prometheus.Desc{descLEO, descLSO, descSize, descLag, descMembers, descTxns, descTrunc}, shareDescs...) {
 		ch <- d
 	}
 }
@@ -100,6 +100,9 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(n), g)
 	}
 	ch <- prometheus.MustNewConstMetric(descTxns, prometheus.GaugeValue, float64(s.ActiveTransactions()))
+	if collectShare(s, ch) {
+		truncated = 1
+	}
 	ch <- prometheus.MustNewConstMetric(descTrunc, prometheus.GaugeValue, truncated)
 }
 

@@ -81,6 +81,7 @@ type Metrics struct {
 	auditDropped  *prometheus.CounterVec
 	rewrites      *prometheus.CounterVec
 	malformed     *prometheus.CounterVec
+	sniRefused    *prometheus.CounterVec
 	fsync         prometheus.Histogram
 	brokerBytes   *prometheus.CounterVec
 	brokerProduce prometheus.Counter
@@ -157,6 +158,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Responses whose broker addresses were rewritten, by API."}, []string{"api"}))
 	m.malformed = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "malformed_frames_total",
 		Help: "Malformed client frames, by cause."}, []string{"cause"}))
+	m.sniRefused = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sni_refused_total",
+		Help: "TLS hellos refused by an SNI listener, by listener and reason (no_sni, unknown_name, unknown_node)."}, []string{"listener", "reason"}))
 	m.fsync = register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "broker", Name: "fsync_duration_seconds",
 		Help: "Built-in broker: time of one fsync of a partition log.", Buckets: fsyncBuckets}))
 	m.brokerBytes = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "broker", Name: "bytes_total",
@@ -285,6 +288,14 @@ func (m *Metrics) Malformed(cause string) {
 		return
 	}
 	m.malformed.WithLabelValues(m.causeSet.label(cause)).Inc()
+}
+
+// SNIRefused counts a TLS hello an SNI listener refused (proxy.SNIHooks).
+func (m *Metrics) SNIRefused(listener, reason string) {
+	if m == nil {
+		return
+	}
+	m.sniRefused.WithLabelValues(m.listener(listener).label, m.causeSet.label(reason)).Inc()
 }
 
 // Denied counts a request denied by rule.

@@ -5,9 +5,11 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/apis"
 )
 
-// Building a broker-like error response (PROTOCOL-NOTES §5.2). kmsg has
+// Building a broker-like error response (docs/protocol.md §4.2). kmsg has
 // no "error response for this request"; Kafka's Java requests each have a
 // getErrorResponse. Request and response schemas mirror each other by
 // field name (Topics[].Partitions[] in both, Partition in both), so one
@@ -102,11 +104,11 @@ func denyResponse(req kmsg.Request, codes *resourceCodes) kmsg.Response {
 // though entries carry errors too.
 func topLevelToo(key, version int16) bool {
 	switch key {
-	case 9: // OffsetFetch v2-7: the group error is top-level (§5.1)
+	case apis.OffsetFetch: // v2-7: the group error is top-level (docs/protocol.md §4.1)
 		return version >= 2 && version <= 7
-	case 24: // AddPartitionsToTxn v4+: per transaction and top-level
+	case apis.AddPartitionsToTxn: // v4+: per transaction and top-level
 		return version >= 4
-	case 13: // LeaveGroup v3+: per member and top-level (LeaveGroupRequest.getErrorResponse)
+	case apis.LeaveGroup: // v3+: per member and top-level (LeaveGroupRequest.getErrorResponse)
 		return true
 	}
 	return false
@@ -148,7 +150,7 @@ func elemCode(q reflect.Value, codes *resourceCodes, inherited int16, key int16)
 	// Config resources (DescribeConfigs, AlterConfigs,
 	// IncrementalAlterConfigs) answer by resource type; ACL resources
 	// are checked on the cluster instead.
-	if rt := fieldOf(q, "ResourceType"); (key == 32 || key == 33 || key == 44) && rt.IsValid() && rt.Kind() == reflect.Int8 {
+	if rt := fieldOf(q, "ResourceType"); (key == apis.DescribeConfigs || key == apis.AlterConfigs || key == apis.IncrementalAlterConfigs) && rt.IsValid() && rt.Kind() == reflect.Int8 {
 		name, _ := strField(fieldOf(q, "ResourceName"))
 		switch rt.Int() {
 		case 2:

@@ -78,7 +78,7 @@ func TestDenyEveryKey(t *testing.T) {
 	}
 }
 
-// placement is where PROTOCOL-NOTES §5.1 says the error goes, for the
+// placement is where docs/protocol.md §4.1 says the error goes, for the
 // keys it lists, given the filled request.
 func placement(key, version int16, req kmsg.Request) (map[string]int16, bool) {
 	topic, group, txn, cluster := kerr.TopicAuthorizationFailed.Code, kerr.GroupAuthorizationFailed.Code,

@@ -37,7 +37,7 @@
 // other request with a denied unit is denied whole, each denied resource
 // with its error and the others with OPERATION_NOT_ATTEMPTED.
 //
-// Errors are the ones Kafka uses (PROTOCOL-NOTES §5.1): a rule with a
+// Errors are the ones Kafka uses (docs/protocol.md §4.1): a rule with a
 // topic condition denies with TOPIC_AUTHORIZATION_FAILED, with a group
 // condition GROUP_AUTHORIZATION_FAILED, with a transactional id condition
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED; a rule on connection and API only

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/tollgate-kafka/tollgate/configs"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -128,9 +129,7 @@ func (e *Engine) Rules() int { return len(e.rules) }
 // exemptFromDefault lists keys a default deny does not apply to: a client
 // cannot learn anything, not even that it is denied, without ApiVersions
 // and (on SASL listeners) the handshake. Explicit rules still apply.
-func exemptFromDefault(key int16) bool {
-	return key == 18 || key == 17 || key == 36
-}
+func exemptFromDefault(key int16) bool { return apis.Of(key).PreAuth }
 
 // decision is the outcome for one unit.
 type decision struct {
@@ -158,7 +157,7 @@ func (e *Engine) decide(bits []uint64, key, version int16, u *unit, req kmsg.Req
 			if u.unknownID && r.hasTopicCond() {
 				// The rule might match the topic, but the gateway has no
 				// name for the id: answer as a broker does for an id it
-				// does not know (PROTOCOL-NOTES §5.3).
+				// does not know (docs/protocol.md §4.3).
 				return decision{deny: true, rule: i, code: kerr.UnknownTopicID.Code}
 			}
 			if !r.matchUnit(u) {
@@ -177,7 +176,7 @@ func (e *Engine) decide(bits []uint64, key, version int16, u *unit, req kmsg.Req
 		}
 		return decision{deny: true, rule: i, code: ruleCode(r, key, req, u)}
 	}
-	if e.defaultDeny && !exemptFromDefault(key) && (key != 3 || (u != nil && u.hasTopic)) {
+	if e.defaultDeny && !exemptFromDefault(key) && (key != apis.Metadata || (u != nil && u.hasTopic)) {
 		return decision{deny: true, rule: -1, code: keyCode(key, req, u)}
 	}
 	return decision{rule: -1}
@@ -261,7 +260,7 @@ func (e *Engine) deniedOutright(bits []uint64, key int16) bool {
 		}
 		return true
 	}
-	return e.defaultDeny && !exemptFromDefault(key) && key != 3
+	return e.defaultDeny && !exemptFromDefault(key) && key != apis.Metadata
 }
 
 // Action is the kind of verdict.
@@ -308,7 +307,7 @@ type Verdict struct {
 	// Partial, the first rule that denied something.
 	Rule string
 	// Response is, for Deny, the complete broker-like error response for
-	// Body's key and version (PROTOCOL-NOTES §5.1/§5.2). Nil with Close.
+	// Body's key and version (docs/protocol.md §4.1–4.2). Nil with Close.
 	Response kmsg.Response
 	// Close means the request cannot be answered: a denied Produce with
 	// acks=0 (Kafka closes the connection so the producer notices), or a

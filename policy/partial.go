@@ -2,6 +2,8 @@ package policy
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/apis"
 )
 
 // Produce, Fetch and Metadata are decided topic by topic: the allowed
@@ -149,7 +151,7 @@ func (e *Engine) checkFetch(r *Request, bits []uint64, f *kmsg.FetchRequest, rat
 	// Forward a sessionless full fetch (SessionID 0, epoch -1) of the
 	// allowed topics. Dropping partitions from an incremental fetch
 	// session would desynchronise the client's session from the broker's
-	// (KIP-227, PROTOCOL-NOTES §5.3); a sessionless answer makes the client
+	// (KIP-227, docs/protocol.md §4.3); a sessionless answer makes the client
 	// drop its session and send full fetches, which stay correct.
 	fwd := *f
 	fwd.SessionID, fwd.SessionEpoch, fwd.ForgottenTopics = 0, -1, nil
@@ -207,34 +209,47 @@ func (e *Engine) checkMetadata(r *Request, bits []uint64, m *kmsg.MetadataReques
 	if d.deny {
 		return Verdict{Action: Deny, Rule: e.ruleName(d.rule), Response: metadataDeny(m, &resourceCodes{top: d.code})}
 	}
-	all := m.Topics == nil || (m.Version == 0 && len(m.Topics) == 0)
-	if all {
-		e.decide(bits, r.Key, r.Version, nil, m, rates)
-		if !e.topicRulesReachable(bits, r.Key, r.Version) {
-			return Verdict{Action: Allow, Rule: e.ruleName(d.rule)}
-		}
-		subject := r.Subject
-		return Verdict{Action: Partial, Rule: e.ruleName(d.rule), Forward: m, Merge: func(resp kmsg.Response) {
-			mr, ok := resp.(*kmsg.MetadataResponse)
-			if !ok {
-				return
-			}
-			bits := e.subjectBits(subject)
-			kept := mr.Topics[:0]
-			for _, t := range mr.Topics {
-				u := unit{hasTopic: true}
-				if t.Topic != nil {
-					u.topic = *t.Topic
-				} else {
-					u.unknownID = true
-				}
-				if !e.decide(bits, 3, mr.Version, &u, nil, nil).deny {
-					kept = append(kept, t)
-				}
-			}
-			mr.Topics = kept
-		}}
+	if m.Topics == nil || (m.Version == 0 && len(m.Topics) == 0) {
+		return e.metadataAll(r, bits, m, rates, d)
 	}
+	return e.metadataNamed(r, bits, m, rates)
+}
+
+// metadataAll decides an all-topics Metadata request: forwarded as is,
+// and the topics the subject may not see are dropped from the answer
+// (docs/protocol.md §4.3).
+func (e *Engine) metadataAll(r *Request, bits []uint64, m *kmsg.MetadataRequest, rates *rateHits, d decision) Verdict {
+	e.decide(bits, r.Key, r.Version, nil, m, rates)
+	if !e.topicRulesReachable(bits, r.Key, r.Version) {
+		return Verdict{Action: Allow, Rule: e.ruleName(d.rule)}
+	}
+	subject := r.Subject
+	return Verdict{Action: Partial, Rule: e.ruleName(d.rule), Forward: m, Merge: func(resp kmsg.Response) {
+		mr, ok := resp.(*kmsg.MetadataResponse)
+		if !ok {
+			return
+		}
+		bits := e.subjectBits(subject)
+		kept := mr.Topics[:0]
+		for _, t := range mr.Topics {
+			u := unit{hasTopic: true}
+			if t.Topic != nil {
+				u.topic = *t.Topic
+			} else {
+				u.unknownID = true
+			}
+			if !e.decide(bits, apis.Metadata, mr.Version, &u, nil, nil).deny {
+				kept = append(kept, t)
+			}
+		}
+		mr.Topics = kept
+	}}
+}
+
+// metadataNamed decides a Metadata request for named topics: denied
+// topics are stripped from the forwarded request (so the upstream cannot
+// auto-create them) and answered with their error in the merge.
+func (e *Engine) metadataNamed(r *Request, bits []uint64, m *kmsg.MetadataRequest, rates *rateHits) Verdict {
 	x := extractor{names: r.Names}
 	ds := make([]decision, len(m.Topics))
 	units := make([]unit, len(m.Topics))

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/tollgate-kafka/tollgate/configs"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/time/rate"
@@ -21,7 +22,7 @@ import (
 // Throttle = Reservation.DelayFrom(now) = the time until the budget is
 // back to zero, Kafka's "time to get back within quota".
 //
-// A frame larger than the burst still fits (STYLE.md example 8): the
+// A frame larger than the burst still fits: the
 // bucket's burst is raised for that one reservation, so it goes into debt
 // by the whole frame instead of being refused.
 
@@ -226,7 +227,7 @@ func (e *Engine) charge(v *Verdict, h *rateHits, s *Subject, key int16, size int
 		r := &e.rules[i]
 		b := r.rate.bucket(s, now)
 		d := b.take(b.req, 1, now)
-		if key == 0 {
+		if key == apis.Produce {
 			d = max(d, b.take(b.produce, size, now))
 		}
 		if d > v.Throttle {
@@ -243,7 +244,7 @@ func (e *Engine) charge(v *Verdict, h *rateHits, s *Subject, key int16, size int
 // stopped at); fetch rates cannot have body conditions (configs rejects
 // them), because the body is gone by now.
 func (e *Engine) OnResponse(s *Subject, key int16, responseBytes int, now time.Time) (time.Duration, string) {
-	if e.limiters == 0 || (key != 1 && key != 78) {
+	if e.limiters == 0 || (key != apis.Fetch && key != apis.ShareFetch) {
 		return 0, ""
 	}
 	if now.IsZero() {
@@ -287,54 +288,10 @@ func SetThrottle(resp kmsg.Response, d time.Duration) {
 	}
 }
 
-// kip219Since[key] is the first version of key whose response the client
-// throttles itself after receiving (kmsg ThrottleResponse's second
-// value): noThrottleField when the response has no throttle field,
-// neverAfter when it has one but no version applies it after.
-var kip219Since = func() []int16 {
-	t := make([]int16, kmsg.MaxKey+1)
-	for k := range t {
-		t[k] = noThrottleField
-		req := kmsg.RequestForKey(int16(k))
-		resp := kmsg.ResponseForKey(int16(k))
-		if req == nil || resp == nil {
-			continue
-		}
-		if _, ok := resp.(kmsg.ThrottleResponse); !ok {
-			continue
-		}
-		t[k] = neverAfter
-		for v := int16(0); v <= req.MaxVersion(); v++ {
-			resp.SetVersion(v)
-			if _, after := resp.(kmsg.ThrottleResponse).Throttle(); after {
-				t[k] = v
-				break
-			}
-		}
-	}
-	return t
-}()
-
-const (
-	noThrottleField = -1
-	neverAfter      = -2
-)
-
 // AppliesAfterResponse reports whether responses of key/version follow
 // KIP-219 (send at once, then mute). False means the throttle must be
 // applied by delaying the response, as brokers before Kafka 2.0 did.
 // Keys without a throttle field (SASL, inter-broker) report true: only
-// muting can slow them, and delaying a SASL step gains nothing.
-func AppliesAfterResponse(key, version int16) bool {
-	if key < 0 || int(key) >= len(kip219Since) {
-		return true
-	}
-	switch since := kip219Since[key]; since {
-	case noThrottleField:
-		return true
-	case neverAfter:
-		return false
-	default:
-		return version >= since
-	}
-}
+// muting can slow them, and delaying a SASL step gains nothing. The
+// versions come from the API table (apis.Info.KIP219Since).
+func AppliesAfterResponse(key, version int16) bool { return apis.AppliesAfterResponse(key, version) }

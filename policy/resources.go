@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/apis"
 )
 
 // Resources are found in request bodies by kmsg field name. kmsg is
@@ -63,38 +65,25 @@ func (c *resourceCodes) get(k resKey, fallback int16) int16 {
 }
 
 // keyCode is the error a broker uses when it refuses a request of key
-// outright (PROTOCOL-NOTES §5.1).
+// outright (docs/protocol.md §4.1): the API table's, except where the
+// request decides it.
 func keyCode(key int16, req kmsg.Request, u *unit) int16 {
 	switch key {
-	case 0, 1, 2, 3, 19, 20, 21, 23, 37, 61, 75:
-		return kerr.TopicAuthorizationFailed.Code
-	case 8, 9, 11, 12, 13, 14, 15, 42, 47, 68, 69, 76, 77, 78, 79, 88, 89, 90, 91, 92:
-		return kerr.GroupAuthorizationFailed.Code
-	case 24, 25, 26, 28, 65:
-		return kerr.TransactionalIDAuthorizationFailed.Code
-	case 22:
-		// InitProducerId: WRITE on the transactional id, or
-		// IDEMPOTENT_WRITE on the cluster without one.
+	case apis.InitProducerID:
+		// WRITE on the transactional id, or IDEMPOTENT_WRITE on the
+		// cluster without one.
 		if r, ok := req.(*kmsg.InitProducerIDRequest); ok && r.TransactionalID != nil {
 			return kerr.TransactionalIDAuthorizationFailed.Code
 		}
-		return kerr.ClusterAuthorizationFailed.Code
-	case 10:
+	case apis.FindCoordinator:
 		if u != nil && u.hasTxn {
 			return kerr.TransactionalIDAuthorizationFailed.Code
 		}
 		if r, ok := req.(*kmsg.FindCoordinatorRequest); ok && r.CoordinatorType == 1 {
 			return kerr.TransactionalIDAuthorizationFailed.Code
 		}
-		return kerr.GroupAuthorizationFailed.Code
-	case 38, 39, 40, 41:
-		return kerr.DelegationTokenAuthorizationFailed.Code
-	case 17:
-		return kerr.UnsupportedSaslMechanism.Code
-	case 36:
-		return kerr.SaslAuthenticationFailed.Code
 	}
-	return kerr.ClusterAuthorizationFailed.Code
+	return apis.Of(key).DenyCode
 }
 
 // ruleCode is the error for a unit a rule denies: the resource the rule
@@ -185,10 +174,37 @@ func (x *extractor) walk(v reflect.Value, c unitCtx, depth int) bool {
 	if depth > 8 {
 		return false
 	}
+	n := scanFields(v, &c)
+	if n.hasTopic {
+		if n.topic != "" {
+			n.id = [16]byte{}
+		}
+		x.out = append(x.out, x.topicUnit(n.topic, n.id, c))
+		return true
+	}
+	emitted := x.walkSlices(v, c, depth)
+	if !emitted && n.introduced {
+		x.out = append(x.out, unit{group: c.group, hasGroup: c.hasGroup, txn: c.txn, hasTxn: c.hasTxn})
+		emitted = true
+	}
+	return emitted
+}
+
+// named is what one struct's own fields name.
+type named struct {
+	topic      string
+	id         [16]byte
+	hasTopic   bool
+	introduced bool // the struct sets a group or transactional id for what it holds
+}
+
+// scanFields reads the resource fields of one request struct: its topic
+// (by name or id), and the group or transactional id it introduces into
+// c for the elements it holds. Config resources name a topic or a group
+// by ResourceType and ResourceName.
+func scanFields(v reflect.Value, c *unitCtx) named {
+	var n named
 	t := v.Type()
-	var topic string
-	var id [16]byte
-	var hasTopic, introduced bool
 	resType := int8(-1)
 	var resName string
 	for i := range t.NumField() {
@@ -196,21 +212,21 @@ func (x *extractor) walk(v reflect.Value, c unitCtx, depth int) bool {
 		switch f.Name {
 		case "Topic":
 			if s, ok := strField(fv); ok && s != "" {
-				topic, hasTopic = s, true
+				n.topic, n.hasTopic = s, true
 			}
 		case "TopicID":
 			if fv.Type() == idType {
 				if b := fv.Interface().([16]byte); b != ([16]byte{}) {
-					id, hasTopic = b, true
+					n.id, n.hasTopic = b, true
 				}
 			}
 		case "Group", "GroupID":
 			if s, ok := strField(fv); ok && s != "" {
-				c.group, c.hasGroup, introduced = s, true, true
+				c.group, c.hasGroup, n.introduced = s, true, true
 			}
 		case "TransactionalID", "TransactionID":
 			if s, ok := strField(fv); ok {
-				c.txn, c.hasTxn, introduced = s, true, true
+				c.txn, c.hasTxn, n.introduced = s, true, true
 			}
 		case "ResourceType":
 			if fv.Kind() == reflect.Int8 {
@@ -223,20 +239,20 @@ func (x *extractor) walk(v reflect.Value, c unitCtx, depth int) bool {
 	switch resType {
 	case 2: // TOPIC config resource
 		if resName != "" {
-			topic, hasTopic = resName, true
+			n.topic, n.hasTopic = resName, true
 		}
 	case 32: // GROUP config resource
 		if resName != "" {
-			c.group, c.hasGroup, introduced = resName, true, true
+			c.group, c.hasGroup, n.introduced = resName, true, true
 		}
 	}
-	if hasTopic {
-		if topic != "" {
-			id = [16]byte{}
-		}
-		x.out = append(x.out, x.topicUnit(topic, id, c))
-		return true
-	}
+	return n
+}
+
+// walkSlices emits the units of a struct's slices: lists of group,
+// topic or transactional id names, and nested structs (walked).
+func (x *extractor) walkSlices(v reflect.Value, c unitCtx, depth int) bool {
+	t := v.Type()
 	emitted := false
 	for i := range t.NumField() {
 		f, fv := t.Field(i), v.Field(i)
@@ -266,10 +282,6 @@ func (x *extractor) walk(v reflect.Value, c unitCtx, depth int) bool {
 				}
 			}
 		}
-	}
-	if !emitted && introduced {
-		x.out = append(x.out, unit{group: c.group, hasGroup: c.hasGroup, txn: c.txn, hasTxn: c.hasTxn})
-		emitted = true
 	}
 	return emitted
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/tollgate-kafka/tollgate/audit"
 	"github.com/tollgate-kafka/tollgate/wire"
 )
@@ -164,25 +165,12 @@ func (s *session) finish(p *pending, bytesOut int, respBody []byte) {
 }
 
 // topLevelError reports a non-zero top-level error code, for the keys whose
-// response body starts with it, after ThrottleMillis from the version in
-// throttleFrom (-1: never has one). Per-partition errors are not "errors"
-// of the request here; the audit record lists them.
+// response body starts with one (apis.HasTopLevelError: after
+// ThrottleMillis from some version on). Per-partition errors are not
+// "errors" of the request here; the audit record lists them.
 func topLevelError(key, version int16, body []byte) bool {
-	throttleFrom, ok := topLevelErrorKeys[key]
-	if !ok || (key == 10 && version >= 4) { // FindCoordinator v4+: per coordinator
-		return false
-	}
-	off := 0
-	if throttleFrom >= 0 && version >= throttleFrom {
-		off = 4
-	}
-	return len(body) >= off+2 && (body[off] != 0 || body[off+1] != 0)
-}
-
-var topLevelErrorKeys = map[int16]int16{
-	10: 1, 11: 2, 12: 1, 13: 1, 14: 1, 16: 1, // FindCoordinator, group calls, ListGroups
-	22: 0, 25: 0, 26: 0, 29: 0, // InitProducerId, AddOffsetsToTxn, EndTxn, DescribeAcls
-	36: -1, // SaslAuthenticate
+	off, ok := apis.HasTopLevelError(key, version)
+	return ok && len(body) >= off+2 && (body[off] != 0 || body[off+1] != 0)
 }
 
 // acksZeroDone accounts a Produce with acks=0: nothing comes back.

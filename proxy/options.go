@@ -23,8 +23,10 @@ type Options struct {
 	DialTimeout     time.Duration
 	MetadataRefresh time.Duration
 	// Dial, if set, opens upstream TCP connections instead of net.Dialer
-	// (a SOCKS hop, or a benchmark that redirects an advertised address).
-	// TLS, if configured, is layered on what it returns.
+	// (the egress package's dialer through upstream.proxy, or a test that
+	// redirects an advertised address). Every upstream dial uses it —
+	// sessions and discovery — and TLS and SASL, if configured, are
+	// layered on what it returns.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// UpstreamAuth, if set, authenticates every upstream connection as the
 	// gateway's own identity (SASL) right after TLS, and returns the
@@ -97,6 +99,10 @@ type ListenerOptions struct {
 	// then only ApiVersions, SaslHandshake and SaslAuthenticate pass, in
 	// frames of at most MaxPreauthFrameBytes.
 	SASL SASLServer
+	// SNI, if set (TLS is then required), serves every broker at the
+	// bootstrap port: the TLS server name picks the session (sni.go).
+	// No per-broker port is opened and BrokerPortBase is unused.
+	SNI *SNIOptions
 }
 
 func (o *Options) setDefaults() {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/tollgate-kafka/tollgate/audit"
 	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/wire"
@@ -73,6 +74,7 @@ func (s *session) subjectFor(h wire.RequestHeader) *policy.Subject {
 	if string(h.ClientID) != s.subj.ClientID { // no allocation when equal
 		s.subj.ClientID = string(h.ClientID)
 	}
+	s.publishIdent() // for Server.Connections (introspect.go)
 	return &s.subj
 }
 
@@ -254,7 +256,6 @@ func (s *session) finishUnanswered(h wire.RequestHeader, obs observed) {
 		obs.rec.Decision, obs.rec.Rule = audit.Denied, obs.rule
 		s.srv.opts.Audit.Log(obs.rec)
 	}
-	putFrame(obs.frame)
 }
 
 // mute stops reading the client for d after the current request, the
@@ -317,7 +318,7 @@ func (s *session) chargeFetchBytes() {
 	if eng == nil {
 		return
 	}
-	if d, _ := eng.OnResponse(&s.subj, 1, int(n), time.Now()); d > 0 {
+	if d, _ := eng.OnResponse(&s.subj, apis.Fetch, int(n), time.Now()); d > 0 {
 		s.mute(d)
 	}
 }
@@ -354,8 +355,17 @@ func materialize(b wire.Body) ([]byte, error) {
 }
 
 // saslKeys are the versions the gateway serves when it terminates SASL
-// itself: SaslHandshake never above v1 (KAFKA-9577), SaslAuthenticate v0-2.
-var saslKeys = map[int16][2]int16{17: {0, 1}, 36: {0, 2}}
+// itself (apis.Info.GatewayVersions): SaslHandshake never above v1
+// (KAFKA-9577), SaslAuthenticate v0-2.
+var saslKeys = func() map[int16][2]int16 {
+	m := map[int16][2]int16{}
+	for _, in := range apis.All() {
+		if in.GatewayVersions != nil {
+			m[in.Key] = *in.GatewayVersions
+		}
+	}
+	return m
+}()
 
 // offerKeys sets the version ranges of keys the gateway answers itself in
 // an ApiVersions response body, whatever the backend offers.

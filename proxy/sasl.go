@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/tollgate-kafka/tollgate/wire"
 )
 
@@ -38,7 +39,7 @@ type SASLExchange interface {
 
 // saslState is a session's authentication state (SASL listeners only).
 //
-// Kafka's rules (PROTOCOL-NOTES §7): before authentication only
+// Kafka's rules (docs/protocol.md §6): before authentication only
 // ApiVersions, SaslHandshake and SaslAuthenticate are accepted, anything
 // else closes the connection; after SaslHandshake v0 the client sends raw
 // size-prefixed tokens with no Kafka header; a SaslHandshake on an
@@ -63,8 +64,7 @@ func (s *session) preauthCheck(h wire.RequestHeader) error {
 	if st == nil {
 		return nil
 	}
-	switch h.Key {
-	case 17, 18, 36:
+	if apis.Of(h.Key).PreAuth {
 		return nil
 	}
 	if !st.authed {
@@ -219,9 +219,12 @@ func (s *session) writeRaw(body []byte) error {
 // within the frame timeout, and takes the principal from a verified
 // client certificate.
 func (s *session) handshakeTLS() error {
-	tc := tls.Server(s.client, s.l.opts.TLS)
+	tc, route := s.l.tlsServer(s.client)
 	tc.SetDeadline(time.Now().Add(s.srv.opts.FrameTimeout))
 	if err := tc.Handshake(); err != nil {
+		if route != nil && route.refused != "" {
+			return route.handshakeError(s.l.sni)
+		}
 		var rh tls.RecordHeaderError
 		if errors.As(err, &rh) {
 			return fmt.Errorf("TLS handshake: the client is not speaking TLS (plaintext Kafka on a TLS listener?): %w", err)
@@ -229,6 +232,9 @@ func (s *session) handshakeTLS() error {
 		return fmt.Errorf("TLS handshake: %w", err)
 	}
 	tc.SetDeadline(time.Time{})
+	if route != nil {
+		s.node = route.node // SNI: the name chose the broker
+	}
 	if !s.adopt(func() { s.client = tc }) {
 		return net.ErrClosed
 	}

@@ -29,8 +29,7 @@ type Local interface {
 }
 
 // LocalConn is one client connection's handle on the built-in broker.
-// Handle owns req.Body, except that it must not retain the body of a
-// Produce request (key 0) after it returns: the gateway reuses that buffer.
+// Who owns req.Body and the response body is wire.Request's Ownership rule.
 type LocalConn interface {
 	Handle(req *wire.Request, done func(wire.Body, error))
 	Close()
@@ -73,6 +72,7 @@ type listener struct {
 	opts ListenerOptions
 	host string // advertised host
 	boot net.Listener
+	sni  *sniRouter // nil unless brokers are routed by TLS server name
 
 	mu      sync.Mutex
 	brokers map[int32]net.Listener // node id -> per-broker listener
@@ -110,6 +110,13 @@ func (s *Server) Start(ctx context.Context) error {
 			return fmt.Errorf("listen %s (%s): %w", lo.Listen, lo.Name, err)
 		}
 		l := &listener{srv: s, opts: lo, boot: ln, brokers: make(map[int32]net.Listener)}
+		if lo.SNI != nil {
+			if l.sni, err = newSNIRouter(l, lo.SNI, lo.TLS); err != nil {
+				ln.Close()
+				s.closeListeners()
+				return fmt.Errorf("listener %s: %w", lo.Name, err)
+			}
+		}
 		l.host = lo.Advertise
 		if l.host == "" {
 			l.host, _, _ = net.SplitHostPort(ln.Addr().String())
@@ -265,6 +272,9 @@ func (s *Server) closeListeners() {
 // first sight. It is called while a response that names the node is being
 // rewritten, so the port is open before the client reads the address.
 func (l *listener) brokerPort(node int32) (int32, error) {
+	if l.sni != nil {
+		return 0, errors.New("an SNI listener has no broker ports")
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if ln, ok := l.brokers[node]; ok {

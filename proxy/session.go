@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/tollgate-kafka/tollgate/audit"
 	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/rewrite"
@@ -69,6 +70,9 @@ type session struct {
 
 	// From the client's ApiVersions v3+ request, for audit records.
 	softwareName, softwareVersion string
+	// ident is the read loop's published copy of who is connected, for
+	// Server.Connections (see introspect.go).
+	ident atomic.Pointer[connIdent]
 
 	tlsSubject string     // the verified client certificate's subject (mTLS)
 	sasl       *saslState // nil unless the listener terminates SASL
@@ -92,6 +96,8 @@ type session struct {
 	reason    closeReason
 	closeErr  error
 	closed    chan struct{}
+
+	cur request // the read loop's request value, reused frame to frame (stages.go)
 
 	wbuf []byte // write loop scratch for rewritten responses and headers
 	rbuf []byte // write loop buffer for responses read whole to be rewritten
@@ -320,41 +326,9 @@ func (s *session) readLoop() (closeReason, error) {
 		if err := s.waitMuted(); err != nil {
 			return closeNone, nil
 		}
-		s.mu.Lock()
-		if s.draining {
-			s.mu.Unlock()
-			return closeShutdown, nil
-		}
-		s.idle = true
-		deadline := time.Now().Add(s.srv.opts.IdleTimeout)
-		if s.sasl != nil && !s.sasl.authed {
-			// Unauthenticated connections get AuthTimeout from their start,
-			// so a SASL exchange that never finishes cannot hold a slot.
-			if d := s.started.Add(s.srv.opts.AuthTimeout); d.Before(deadline) {
-				deadline = d
-			}
-		}
-		s.client.SetReadDeadline(deadline)
-		s.mu.Unlock()
-
-		prefix, err := s.nextPrefix()
-		if err != nil {
-			s.mu.Lock()
-			draining := s.draining
-			s.mu.Unlock()
-			switch {
-			case draining:
-				return closeShutdown, nil
-			case len(prefix) == 0 && errors.Is(err, io.EOF):
-				return closeClientEOF, nil
-			case errors.Is(err, os.ErrDeadlineExceeded) && s.sasl != nil && !s.sasl.authed:
-				return closeAuthFailed, fmt.Errorf("not authenticated within %v", s.srv.opts.AuthTimeout)
-			case errors.Is(err, os.ErrDeadlineExceeded):
-				return closeIdle, nil
-			case isClosedErr(err):
-				return closeNone, nil
-			}
-			return closeClientError, fmt.Errorf("read frame size: %w", err)
+		prefix, stop, reason, err := s.awaitFrame()
+		if stop {
+			return reason, err
 		}
 		if ec, ok := s.up.(*expiringConn); ok && time.Now().After(ec.expires) {
 			// The gateway's upstream SASL session is about to expire: leave
@@ -367,34 +341,88 @@ func (s *session) readLoop() (closeReason, error) {
 		s.idle = false
 		s.client.SetReadDeadline(s.frameDeadline())
 		s.mu.Unlock()
-
-		limit := s.srv.opts.MaxFrameBytes
-		if s.sasl != nil && !s.sasl.authed {
-			limit = min(limit, s.srv.opts.MaxPreauthFrameBytes)
-		}
-		size, err := wire.CheckSize([4]byte(prefix), limit)
-		if err != nil {
-			s.hooks.Malformed(malformedCause(err))
-			return closeMalformed, err
-		}
-		handle := s.handleFrame
-		if s.sasl != nil && s.sasl.raw {
-			handle = s.handleRawToken
-		}
-		if err := handle(int(size)); err != nil {
-			var re *requestError
-			if errors.As(err, &re) {
-				if re.reason == closeMalformed {
-					s.hooks.Malformed(malformedCause(re.err))
-				}
-				return re.reason, re.err
-			}
-			if isClosedErr(err) {
-				return closeNone, nil
-			}
-			return closeClientError, err
+		if stop, reason, err := s.readFrameStage(prefix); stop {
+			return reason, err
 		}
 	}
+}
+
+// awaitFrame waits, idle, for the next frame's size prefix. stop reports
+// that the loop must end, with the close reason (closeNone and a nil
+// error for a clean stop).
+func (s *session) awaitFrame() (prefix []byte, stop bool, reason closeReason, err error) {
+	s.mu.Lock()
+	if s.draining {
+		s.mu.Unlock()
+		return nil, true, closeShutdown, nil
+	}
+	s.idle = true
+	deadline := time.Now().Add(s.srv.opts.IdleTimeout)
+	if s.sasl != nil && !s.sasl.authed {
+		// Unauthenticated connections get AuthTimeout from their start,
+		// so a SASL exchange that never finishes cannot hold a slot.
+		if d := s.started.Add(s.srv.opts.AuthTimeout); d.Before(deadline) {
+			deadline = d
+		}
+	}
+	s.client.SetReadDeadline(deadline)
+	s.mu.Unlock()
+
+	prefix, err = s.nextPrefix()
+	if err == nil {
+		return prefix, false, closeNone, nil
+	}
+	s.mu.Lock()
+	draining := s.draining
+	s.mu.Unlock()
+	switch {
+	case draining:
+		return nil, true, closeShutdown, nil
+	case len(prefix) == 0 && errors.Is(err, io.EOF):
+		return nil, true, closeClientEOF, nil
+	case errors.Is(err, os.ErrDeadlineExceeded) && s.sasl != nil && !s.sasl.authed:
+		return nil, true, closeAuthFailed, fmt.Errorf("not authenticated within %v", s.srv.opts.AuthTimeout)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return nil, true, closeIdle, nil
+	case isClosedErr(err):
+		return nil, true, closeNone, nil
+	}
+	return nil, true, closeClientError, fmt.Errorf("read frame size: %w", err)
+}
+
+// readFrameStage is the frame stage: it checks the size prefix against the
+// limit (smaller before SASL authentication) and hands the frame to its
+// handler: the read stages (handleFrame), or a raw token after
+// SaslHandshake v0. stop reports that the loop must end.
+func (s *session) readFrameStage(prefix []byte) (stop bool, reason closeReason, err error) {
+	limit := s.srv.opts.MaxFrameBytes
+	if s.sasl != nil && !s.sasl.authed {
+		limit = min(limit, s.srv.opts.MaxPreauthFrameBytes)
+	}
+	size, err := wire.CheckSize([4]byte(prefix), limit)
+	if err != nil {
+		s.hooks.Malformed(malformedCause(err))
+		return true, closeMalformed, err
+	}
+	handle := s.handleFrame
+	if s.sasl != nil && s.sasl.raw {
+		handle = s.handleRawToken
+	}
+	err = handle(int(size))
+	if err == nil {
+		return false, closeNone, nil
+	}
+	var re *requestError
+	if errors.As(err, &re) {
+		if re.reason == closeMalformed {
+			s.hooks.Malformed(malformedCause(re.err))
+		}
+		return true, re.reason, re.err
+	}
+	if isClosedErr(err) {
+		return true, closeNone, nil
+	}
+	return true, closeClientError, err
 }
 
 // requestError carries the close reason for a bad request.
@@ -407,133 +435,6 @@ func (e *requestError) Error() string { return e.err.Error() }
 
 func badRequest(reason closeReason, format string, args ...any) error {
 	return &requestError{reason: reason, err: fmt.Errorf(format, args...)}
-}
-
-// handleFrame reads one request of size bytes (the size prefix is still
-// buffered) and hands it to the backend.
-func (s *session) handleFrame(size int) error {
-	// The header prefix must be in the buffer: peek up to the whole frame
-	// or the buffer, whichever is smaller.
-	peek := min(4+size, bufSize)
-	buf, err := s.cr.Peek(peek)
-	if err != nil {
-		return badRequest(closeMalformed, "frame truncated: %d of %d bytes before the connection ended: %w", len(buf), peek, truncated(err))
-	}
-	frame := buf[4:]
-	h, err := wire.ParseRequestHeader(frame)
-	if err != nil {
-		return badRequest(closeMalformed, "request header: %w", err)
-	}
-	if !h.Known && h.Key != 18 && needsKey(h.Key) {
-		// Responses of this key carry addresses and this build cannot
-		// decode this version: forwarding it could leak an upstream
-		// address. The gateway never offers such a version in ApiVersions,
-		// so a client that sends it ignored negotiation; Kafka closes the
-		// connection in that case too.
-		return badRequest(closeUnsupported, "%s v%d was not offered by the gateway", apiName(h.Key), h.Version)
-	}
-	if err := s.preauthCheck(h); err != nil {
-		return err
-	}
-	if s.sasl != nil && (h.Key == 17 || h.Key == 36) {
-		return s.handleSASL(h, size)
-	}
-	if s.sasl == nil && h.Key == 17 && h.Version == 0 && s.local == nil {
-		// After a v0 handshake the client sends raw SASL tokens with no
-		// Kafka header, which a relaying gateway cannot frame; every client
-		// since Kafka 1.0 uses v1 (KIP-152).
-		return badRequest(closeUnsupported, "SaslHandshake v0 (raw SASL tokens) cannot be relayed; use a client that speaks SaslHandshake v1, or terminate SASL at the gateway")
-	}
-	s.adoptPassthroughPrincipal()
-	if h.Key == 18 && !h.Known {
-		// An ApiVersions version newer than this build: answer as a broker
-		// does (KIP-511), a v0 body with UNSUPPORTED_VERSION and the
-		// versions we serve, so the client retries with one of them.
-		return s.answer(h, size, wire.Bytes(rewrite.UnsupportedApiVersions()))
-	}
-	expectResponse := true
-	if h.Key == 0 { // Produce
-		acks, err := produceAcks(h, frame)
-		if err != nil {
-			return badRequest(closeMalformed, "produce request: %w", err)
-		}
-		expectResponse = acks != 0
-	}
-	now := time.Now()
-	obs := observed{start: now, bytesIn: 4 + size, rec: s.auditRecord(h, now, size)}
-	if obs.rec != nil && s.srv.opts.Audit.Strict() {
-		if err := s.srv.opts.Audit.Healthy(); err != nil {
-			// Strict audit: never forward what cannot be recorded.
-			return badRequest(closeAuditUnavailable, "audit trail unavailable in strict mode, refusing requests: %w", err)
-		}
-	}
-	var j judged
-	if eng := s.srv.policy.Load(); eng != nil {
-		var answered bool
-		if j, answered, err = s.judge(eng, h, size, &obs); err != nil || answered {
-			return err
-		}
-	}
-	if h.Known && j.req == nil && (h.Key == 18 && h.Version >= 3 || obs.rec != nil && s.srv.opts.Audit.Level() == audit.Full) {
-		// Decode for the audit record (and ApiVersions' client software).
-		if j.whole == nil {
-			if j.whole, obs.frame, err = s.readFrame(size); err != nil {
-				return err
-			}
-		}
-		if j.req, err = decodeRequest(h, j.whole); err != nil {
-			return err
-		}
-	}
-	if h.Key == 18 && j.req != nil {
-		if name, version, ok := audit.ClientSoftware(j.req); ok {
-			s.softwareName, s.softwareVersion = name, version
-			if obs.rec != nil {
-				obs.rec.SoftwareName, obs.rec.SoftwareVersion = name, version
-			}
-		}
-	}
-	if h.Key == 36 && s.sasl == nil && s.local == nil && h.Known {
-		if j.whole == nil {
-			if j.whole, obs.frame, err = s.readFrame(size); err != nil {
-				return err
-			}
-		}
-	}
-	obs.req = j.req
-	p := pending{key: h.Key, version: h.Version, corr: h.Correlation, merge: j.merge, throttle: j.throttle,
-		delay: j.throttle > 0 && !policy.AppliesAfterResponse(h.Key, h.Version), obs: obs}
-	if h.Key == 36 && s.sasl == nil && s.local == nil && j.whole != nil {
-		p.saslUser = s.passthroughStep(h, j.whole)
-	}
-	if eng := s.srv.policy.Load(); h.Key == 18 && eng != nil && eng.HidesKeys(s.l.opts.Name) {
-		p.hide = eng.DeniedKeys(&s.subj)
-	}
-	if !expectResponse {
-		s.acksZeroDone(h, obs)
-		// No response will account for it: the frame is free once sent.
-		defer putFrame(obs.frame)
-	}
-	if s.local != nil {
-		return s.handleLocal(h, size, expectResponse, p, j)
-	}
-	if expectResponse {
-		// The write loop holds obs.frame until the response is accounted;
-		// the read loop holds it too until it has written it upstream.
-		p.obs.frame.hold()
-		defer putFrame(obs.frame)
-		if err := s.push(p); err != nil {
-			putFrame(obs.frame) // the write loop never got it
-			return err
-		}
-	}
-	switch {
-	case j.forward != nil:
-		return s.writeUpstream(j.forward)
-	case j.whole != nil:
-		return s.writeUpstream(j.whole)
-	}
-	return s.forward(buf, size)
 }
 
 func (s *session) writeUpstream(frame []byte) error {
@@ -636,7 +537,12 @@ func (s *session) frameDeadline() time.Time {
 // push queues p for the write loop. A full queue (MaxInFlight requests
 // unanswered) blocks the read loop, so the client is back-pressured by TCP
 // instead of the gateway buffering without bound.
+//
+// An entry that carries a pooled request frame (obs.frame) holds its own
+// reference to it, taken here and dropped by finish once the request is
+// accounted (or by the session's close for entries never reached).
 func (s *session) push(p pending) error {
+	p.obs.frame.hold()
 	pp := pendingPool.Get().(*pending)
 	*pp = p
 	select {
@@ -644,6 +550,7 @@ func (s *session) push(p pending) error {
 		return nil
 	case <-s.closed:
 		putPending(pp)
+		putFrame(p.obs.frame)
 		return net.ErrClosed
 	}
 }
@@ -705,11 +612,9 @@ func (s *session) handleLocal(h wire.RequestHeader, size int, expectResponse boo
 		frame, h.Len = j.forward[4:], fh.Len
 	case j.whole != nil:
 		frame = j.whole[4:]
-	case h.Key == 0:
-		// The broker keeps nothing of a Produce body once Handle returns
-		// (the batches are written to the log inside Handle), so the
-		// buffer is pooled: one allocation per produce was a fifth of the
-		// built-in broker's produce CPU, in GC.
+	case wire.BodyReused(h.Key):
+		// A Produce body is pooled: the backend keeps nothing of it once
+		// Handle returns (wire.Request, Ownership).
 		ref := getFrame(size)
 		defer putFrame(ref)
 		frame = ref.b
@@ -812,20 +717,20 @@ func (s *session) writeLocal(p pending) error {
 		body = wire.Bytes(out)
 	}
 	if err := s.delayFor(p); err != nil {
-		if r, ok := body.(releaser); ok {
+		if r, ok := body.(wire.Releaser); ok {
 			r.Release()
 		}
 		return err
 	}
-	if p.key == 1 || p.key == 78 {
+	if p.key == apis.Fetch || p.key == apis.ShareFetch {
 		s.fetchBytes.Add(int64(body.Len()))
 	}
 	// The built-in broker's zero-copy Fetch bodies are streamed from disk
 	// untouched: it is the only node, never answers NOT_LEADER, and so never
 	// fills the KIP-951 endpoints. Everything else it answers is in memory
 	// and rewritten like an upstream response.
-	if b, ok := body.(wire.Bytes); ok && (rewrite.Needs(p.key, p.version) || p.key == 18) {
-		out, err := s.rewrite(p, b)
+	if b, ok := body.(wire.Bytes); ok && (rewrite.Needs(p.key, p.version) || p.key == apis.ApiVersions) {
+		out, _, err := s.rewrite(p, b)
 		if err != nil {
 			return &backendError{err}
 		}
@@ -840,7 +745,7 @@ func (s *session) writeLocal(p pending) error {
 		return err
 	}
 	if _, err := s.client.Write(s.wbuf); err != nil {
-		if r, ok := body.(releaser); ok {
+		if r, ok := body.(wire.Releaser); ok {
 			r.Release()
 		}
 		return err
@@ -873,20 +778,53 @@ func (s *session) relayResponse(p pending) error {
 	if err := s.delayFor(p); err != nil {
 		return err
 	}
-	if p.key == 1 || p.key == 78 {
+	if p.key == apis.Fetch || p.key == apis.ShareFetch {
 		s.fetchBytes.Add(int64(total))
 	}
-	// Fetch streams even when fully audited: the walker reports what each
-	// partition returned.
-	fullAudit := p.obs.rec != nil && p.obs.req != nil
-	if p.key == 1 && p.merge == nil && wire.IsFlexible(p.key, p.version) {
+	switch upstreamPath(&p) {
+	case pathStream:
 		err := s.relayFetch(&p, total)
 		s.finish(&p, total, nil)
 		return err
-	}
-	if fullAudit || p.adjusted() || rewrite.Needs(p.key, p.version) || p.key == 18 || p.saslUser != "" {
+	case pathRewrite:
 		return s.relayRewritten(p, total)
 	}
+	return s.relaySplice(p, total)
+}
+
+// writePath is how the write side moves one upstream response to the
+// client.
+type writePath uint8
+
+const (
+	// pathSplice: the frame untouched, in one write from the buffer or
+	// socket to socket (splice on Linux).
+	pathSplice writePath = iota
+	// pathStream: a flexible Fetch, its header and KIP-951 tail rewritten
+	// to the same length, its record sets spliced (fetch_stream.go).
+	pathStream
+	// pathRewrite: read whole, then merged with policy's denied parts and
+	// throttle, rewritten (addresses, the ApiVersions clamp), or decoded
+	// for a full audit record or a pass-through SASL verdict
+	// (relayRewritten).
+	pathRewrite
+)
+
+// upstreamPath chooses the write path of p's response. Fetch streams even
+// when fully audited: the walker reports what each partition returned.
+func upstreamPath(p *pending) writePath {
+	fullAudit := p.obs.rec != nil && p.obs.req != nil
+	switch {
+	case p.key == apis.Fetch && p.merge == nil && wire.IsFlexible(p.key, p.version):
+		return pathStream
+	case fullAudit || p.adjusted() || rewrite.Needs(p.key, p.version) || p.key == apis.ApiVersions || p.saslUser != "":
+		return pathRewrite
+	}
+	return pathSplice
+}
+
+// relaySplice moves a response frame of total bytes untouched.
+func (s *session) relaySplice(p pending, total int) error {
 	defer s.finish(&p, total, nil)
 	if total <= bufSize {
 		frame, err := s.ur.Peek(total)
@@ -949,18 +887,19 @@ func (s *session) relayRewritten(p pending, total int) error {
 		u := p.saslUser
 		s.passPrincipal.Store(&u)
 	}
-	if p.adjusted() {
-		adjusted, err := adjust(p, body)
+	adjusted := p.adjusted()
+	if adjusted {
+		out, err := adjust(p, body)
 		if err != nil {
 			return &backendError{err}
 		}
-		body = adjusted
+		body = out
 	}
-	body, err := s.rewrite(p, body)
+	body, rewritten, err := s.rewrite(p, body)
 	if err != nil {
 		return &backendError{err}
 	}
-	if len(body) > 0 && len(frame) > hl && &body[0] == &frame[hl] && len(body) == len(frame)-hl {
+	if !adjusted && !rewritten {
 		_, err = s.client.Write(frame) // nothing to change
 		s.finish(&p, len(frame), body)
 		return err
@@ -981,17 +920,21 @@ func (s *session) trimReadBuffer() {
 	}
 }
 
-func (s *session) rewrite(p pending, body []byte) ([]byte, error) {
+// rewrite applies the response transforms of the write side to a body in
+// memory: the ApiVersions clamp (and the SASL and hidden-key edits), or
+// the address rewrite. changed is false only when out is body itself,
+// untouched (rewrite.Response's flag); the clamp always reports a change.
+func (s *session) rewrite(p pending, body []byte) (out []byte, changed bool, err error) {
 	eng := s.srv.policy.Load()
-	if p.key == 18 {
+	if p.key == apis.ApiVersions {
 		var mustDecode func(int16) bool
 		if eng != nil {
 			// Rules may need any body decoded: offer only versions kmsg knows.
 			mustDecode = func(int16) bool { return true }
 		}
-		out, err := rewrite.ApiVersions(p.version, body, mustDecode)
+		out, err = rewrite.ApiVersions(p.version, body, mustDecode)
 		if err != nil {
-			return nil, fmt.Errorf("clamp ApiVersions: %w", err)
+			return nil, false, fmt.Errorf("clamp ApiVersions: %w", err)
 		}
 		if err == nil && s.sasl != nil {
 			out, err = offerKeys(p.version, out, saslKeys)
@@ -999,30 +942,26 @@ func (s *session) rewrite(p pending, body []byte) ([]byte, error) {
 		if err == nil && len(p.hide) > 0 {
 			out, err = hideKeys(p.version, out, p.hide)
 		}
-		return out, err
+		return out, true, err
 	}
-	out, changed, err := rewrite.Response(p.key, p.version, body, s.mapper)
+	out, changed, err = rewrite.Response(p.key, p.version, body, s.mapper)
 	if err != nil {
-		return nil, fmt.Errorf("rewrite %s v%d response: %w", apiName(p.key), p.version, err)
+		return nil, false, fmt.Errorf("rewrite %s v%d response: %w", apiName(p.key), p.version, err)
 	}
 	if changed {
 		s.hooks.Rewrite(p.key)
 	}
-	if p.key == 3 && eng != nil {
+	if p.key == apis.Metadata && eng != nil {
 		s.srv.names.learn(p.version, out)
 	}
-	return out, nil
+	return out, changed, nil
 }
-
-// releaser is a response body that holds resources until written (the
-// built-in broker's zero-copy Fetch bodies).
-type releaser interface{ Release() }
 
 // releaseWhenDone waits for a response nobody will write and releases it.
 // The backend calls done exactly once, and closing the connection cancels
 // its long polls, so this goroutine ends.
 func releaseWhenDone(ch <-chan result) {
-	if r, ok := (<-ch).body.(releaser); ok {
+	if r, ok := (<-ch).body.(wire.Releaser); ok {
 		r.Release()
 	}
 }

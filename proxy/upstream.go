@@ -187,6 +187,9 @@ func (s *Server) learnBroker(node int32, host string, port int32) {
 		s.log.Info("upstream broker", "node", node, "addr", addr)
 	}
 	for _, l := range s.listeners {
+		if l.sni != nil {
+			continue // served by name at the listener's one port
+		}
 		if _, err := l.brokerPort(node); err != nil {
 			s.log.Error("cannot serve upstream broker", "listener", l.opts.Name, "node", node, "err", err)
 		}
@@ -205,6 +208,9 @@ var _ rewrite.Mapper = mapper{}
 // mode every broker node gets a port of its own (opened on first sight); the
 // built-in broker is one node served at the bootstrap port itself.
 func (m mapper) Advertise(kind rewrite.EndpointKind, node int32, host string, port int32) (string, int32, bool) {
+	if m.l.sni != nil {
+		return m.sniAdvertise(kind, node, host, port)
+	}
 	if !m.srv.upstreamMode() {
 		port := m.l.bootPort()
 		if m.l.opts.AdvertisePort > 0 {

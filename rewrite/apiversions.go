@@ -7,14 +7,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/tollgate-kafka/tollgate/wire"
 )
 
-// Keys and limits the ApiVersions clamp names (PROTOCOL-NOTES §4.2).
+// Keys and limits the ApiVersions clamp names (docs/protocol.md §3.1).
 const (
-	keyProduce       = 0
-	keySaslHandshake = 17
-	keyApiVersions   = 18
+	keyProduce       = apis.Produce
+	keySaslHandshake = apis.SASLHandshake
+	keyApiVersions   = apis.ApiVersions
 
 	// saslHandshakeMax: SaslHandshakeRequest.json, "Version cannot be easily
 	// bumped due to incorrect client negotiation for clients <= 2.4. See
@@ -22,7 +23,7 @@ const (
 	saslHandshakeMax = 1
 	// apiVersionsMax: v5 (KIP-1242) asks the server to check ClusterID and
 	// NodeID and answer REBOOTSTRAP_REQUIRED on a mismatch; the gateway does
-	// not implement that check, so it never offers v5 (PROTOCOL-NOTES §4.5).
+	// not implement that check, so it never offers v5 (docs/protocol.md §3.3).
 	apiVersionsMax = 4
 
 	// errUnsupportedVersion is UNSUPPORTED_VERSION (kerr code 35).
@@ -51,7 +52,7 @@ var featureNeeds = []featureNeed{
 
 // ApiVersions clamps an ApiVersions response body (after the response
 // header) and returns the new body. requestVersion is the version the client
-// sent; the rules are those of PROTOCOL-NOTES §4.2:
+// sent; the rules are those of docs/protocol.md §3.1:
 //
 //   - every key kmsg knows that mustDecode reports, or that may carry an
 //     address (Needs, any version), gets MaxVersion = min(upstream, kmsg max)

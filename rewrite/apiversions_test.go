@@ -90,7 +90,7 @@ func TestApiVersionsClamp(t *testing.T) {
 // TestApiVersionsUnsupportedV0Body: an UNSUPPORTED_VERSION answer is a v0
 // body whatever the client sent (KIP-511).
 func TestApiVersionsUnsupportedV0Body(t *testing.T) {
-	// PROTOCOL-NOTES §4.4: "I support ApiVersions 0..4" as encoded by kmsg.
+	// docs/protocol.md §3.2: "I support ApiVersions 0..4" as encoded by kmsg.
 	upstream := []byte{0x00, 0x23, 0x00, 0x00, 0x00, 0x01, 0x00, 0x12, 0x00, 0x00, 0x00, 0x05}
 	want := []byte{0x00, 0x23, 0x00, 0x00, 0x00, 0x01, 0x00, 0x12, 0x00, 0x00, 0x00, 0x04}
 	for _, v := range []int16{3, 4, 5, 6, 99} {

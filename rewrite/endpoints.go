@@ -13,7 +13,8 @@ const errCoordinatorNotAvailable = 15
 // apply rewrites every endpoint of a decoded response in place. The package
 // comment says why these fields and what hiding an endpoint does to each.
 //
-// NOTE: this switch and the needsFrom table must list the same keys;
+// NOTE: this switch and the API table (apis.Info.EndpointsFrom) must list
+// the same keys;
 // TestEveryNeededKeyHasARewriter keeps them in step.
 func (p *pass) apply(resp kmsg.Response) error {
 	var err error

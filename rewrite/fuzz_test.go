@@ -33,7 +33,7 @@ func oddHidden() *testMapper { return &testMapper{hideOdd: true} }
 //     must show kmsg no endpoint at all.
 //
 // An unchanged Produce or Fetch body that kmsg rejects is allowed: the
-// pre-check validates only what it walks (PROTOCOL-NOTES' "decode only what
+// pre-check validates only what it walks (the gateway's rule: "decode only what
 // you must"), and such a body carries no endpoint either way.
 func FuzzResponse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, key, version int16, body []byte) {

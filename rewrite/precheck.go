@@ -24,7 +24,11 @@ package rewrite
 //     TestPrecheckCoversKmsgMax fails when a kmsg upgrade adds a version,
 //     and until the walk is extended such versions take the decode path.
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/tollgate-kafka/tollgate/apis"
+)
 
 // Highest versions the walk was written for. Produce and Fetch responses
 // are flexible (and so may carry tags) from v9 and v12.
@@ -38,9 +42,9 @@ const (
 func withoutEndpoints(key, version int16, body []byte) bool {
 	w := walker{b: body}
 	switch {
-	case key == 0 && version >= 9 && version <= precheckProduceMax:
+	case key == apis.Produce && version >= 9 && version <= precheckProduceMax:
 		w.produce(version)
-	case key == 1 && version >= 12 && version <= precheckFetchMax:
+	case key == apis.Fetch && version >= 12 && version <= precheckFetchMax:
 		w.fetch(version)
 	default:
 		return false

@@ -3,7 +3,7 @@
 // that no client ever learns an upstream host:port, and the ApiVersions
 // response is clamped to what the gateway can decode.
 //
-// Node ids stay 1:1; only Host and Port change (PROTOCOL-NOTES §1). Every
+// Node ids stay 1:1; only Host and Port change (docs/protocol.md §1.1). Every
 // other node-id field (leaders, replicas, controller id, preferred read
 // replica) therefore stays valid untouched.
 //
@@ -12,7 +12,7 @@
 //
 // # Which responses carry addresses
 //
-// Client-facing (PROTOCOL-NOTES §1.1), kind Broker unless noted:
+// Client-facing (docs/protocol.md §1.1), kind Broker unless noted:
 //
 //   - Metadata (3), every version: Brokers.
 //   - FindCoordinator (10): the top-level node in v0–3, Coordinators in v4+;
@@ -24,9 +24,9 @@
 //   - ShareFetch (78) and ShareAcknowledge (79): NodeEndpoints (regular field).
 //   - DescribeQuorum (55) v2+ (KIP-853): Nodes[].Listeners, kind Controller.
 //
-// Not in the brief's list, found by a grep of kmsg generated.go for Host/Port
+// Not in docs/protocol.md §1.1's table, found by a grep of kmsg generated.go for Host/Port
 // fields in response types; handled as kind Controller for defence in depth
-// (design principle 2). These are KRaft controller-to-controller RPCs whose
+// (DESIGN.md, principle 2). These are KRaft controller-to-controller RPCs whose
 // responses a broker listener never sends, but a gateway in front of a
 // controller quorum would otherwise pass them on verbatim:
 //
@@ -34,7 +34,7 @@
 //     FetchSnapshot (59): NodeEndpoints (tag 0, KIP-853).
 //   - UpdateRaftVoter (82): CurrentLeader{Host, Port} (tag 0).
 //
-// Deliberately left alone (PROTOCOL-NOTES §1.2): ACL host patterns, Kafka
+// Deliberately left alone (docs/protocol.md §1.2): ACL host patterns, Kafka
 // Streams application endpoints (StreamsGroupHeartbeat/Describe UserEndpoint),
 // ClientHost fields, and request-only listener lists.
 //
@@ -76,6 +76,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/tollgate-kafka/tollgate/wire"
 )
 
@@ -127,52 +128,23 @@ var (
 	ErrBadMapping = errors.New("mapper returned an address the response cannot carry")
 )
 
-// needsFrom[key] is the first version of key whose response may carry an
-// address, or -1 when no version does. Versions above kmsg's max also report
-// true: they may carry addresses, and Response refuses them.
+// Which versions of which keys may carry an address is the API table's
+// (apis.Info.EndpointsFrom). Versions above kmsg's max also report true:
+// they may carry addresses, and Response refuses them.
 //
 // Produce and Fetch start at their first flexible version (9 and 12), not at
 // the KIP-951 versions (10 and 16): kmsg reads and writes the NodeEndpoints
-// tag at every flexible version (PROTOCOL-NOTES §1.1, "kmsg emits the tag
+// tag at every flexible version (docs/protocol.md §1.1, "kmsg emits the tag
 // early"), so a kmsg-based client would use a tag 0 sent at Produce v9.
-var needsFrom = func() (t [kmsg.MaxKey + 1]int16) {
-	for i := range t {
-		t[i] = -1
-	}
-	for key, from := range map[int16]int16{
-		0:  9,  // Produce: NodeEndpoints, tag 0 (KIP-951, v10+)
-		1:  12, // Fetch: NodeEndpoints, tag 0 (KIP-951, v16+)
-		3:  0,  // Metadata: Brokers
-		10: 0,  // FindCoordinator: top-level node (v0-3), Coordinators (v4+)
-		52: 0,  // Vote: NodeEndpoints, tag 0
-		53: 0,  // BeginQuorumEpoch: NodeEndpoints, tag 0
-		54: 0,  // EndQuorumEpoch: NodeEndpoints, tag 0
-		55: 2,  // DescribeQuorum: Nodes[].Listeners (KIP-853, v2+)
-		59: 0,  // FetchSnapshot: NodeEndpoints, tag 0
-		60: 0,  // DescribeCluster: Brokers
-		78: 0,  // ShareFetch: NodeEndpoints
-		79: 0,  // ShareAcknowledge: NodeEndpoints
-		82: 0,  // UpdateRaftVoter: CurrentLeader, tag 0
-	} {
-		t[key] = from
-	}
-	return t
-}()
 
 // Needs reports whether responses of key at version may carry an address
 // (so the proxy must decode them). It is a table lookup and never allocates.
-func Needs(key, version int16) bool {
-	if key < 0 || int(key) >= len(needsFrom) {
-		return false
-	}
-	from := needsFrom[key]
-	return from >= 0 && version >= from
-}
+func Needs(key, version int16) bool { return apis.EndpointsAt(key, version) }
 
 // needsAnyVersion reports whether any version of key may carry an address;
 // the ApiVersions clamp caps these keys at kmsg's max.
 func needsAnyVersion(key int16) bool {
-	return key >= 0 && int(key) < len(needsFrom) && needsFrom[key] >= 0
+	return apis.Of(key).EndpointsFrom >= 0
 }
 
 // Response rewrites an encoded response body (after the response header) of
@@ -193,7 +165,7 @@ func Response(key, version int16, body []byte, m Mapper) ([]byte, bool, error) {
 	}
 	// Hot path: most Produce and Fetch responses carry no endpoints, and
 	// a walk over the body proves it without decoding (precheck.go).
-	if (key == 0 || key == 1) && withoutEndpoints(key, version, body) {
+	if (key == apis.Produce || key == apis.Fetch) && withoutEndpoints(key, version, body) {
 		return body, false, nil
 	}
 	if m == nil {

@@ -145,7 +145,7 @@ func assertNoLeak(t *testing.T, body []byte) {
 	}
 }
 
-// TestEveryNeededKeyHasARewriter keeps needsFrom and pass.apply in step: a
+// TestEveryNeededKeyHasARewriter keeps the API table's endpoint keys and pass.apply in step: a
 // key in one must be in the other, or its responses would either go out
 // unrewritten or fail every time.
 func TestEveryNeededKeyHasARewriter(t *testing.T) {
@@ -162,7 +162,7 @@ func TestEveryNeededKeyHasARewriter(t *testing.T) {
 		}
 		r := kmsg.ResponseForKey(key)
 		if r == nil {
-			t.Fatalf("key %d in needsFrom is unknown to kmsg", key)
+			t.Fatalf("key %d in the API table's endpoint keys is unknown to kmsg", key)
 		}
 		p := pass{m: &testMapper{}}
 		if err := p.apply(r); err != nil {
@@ -178,7 +178,7 @@ func TestEveryNeededKeyHasARewriter(t *testing.T) {
 
 // TestNoOtherResponseCarriesAnEndpoint walks every response type kmsg knows
 // and fails on one with a Host/Port pair the rewriter does not handle, other
-// than those PROTOCOL-NOTES §1.2 says are not client-facing.
+// than those docs/protocol.md §1.2 says are not client-facing.
 func TestNoOtherResponseCarriesAnEndpoint(t *testing.T) {
 	notAddresses := map[int16]string{
 		29: "DescribeAcls: ACL host patterns",

@@ -7,7 +7,7 @@ import (
 	"math"
 )
 
-// Record batch v2 layout (PROTOCOL-NOTES §8.1, DefaultRecordBatch.java). The
+// Record batch v2 layout (docs/protocol.md §7.1, DefaultRecordBatch.java). The
 // CRC-32C covers bytes 21..end, so BaseOffset (0..7) and
 // PartitionLeaderEpoch (12..15) are assigned in place without touching it.
 const (

@@ -4,9 +4,10 @@
 //	tollgate --upstream kafka-1:9092          # gateway in front of a cluster
 //	tollgate --config gateway.yaml            # everything from one file (flags override it)
 //	tollgate check-config gateway.yaml        # validate a file without starting
-//	tollgate bench                            # the throughput/latency benchmark (see README)
+//	tollgate-bench                            # the benchmark, its own command (cmd/tollgate-bench)
 //	tollgate tap                              # live traffic from a running gateway's admin server
 //	tollgate users add alice --file users.yaml # SASL credentials for PLAIN/SCRAM
+//	tollgate topic|produce|consume|group ...  # Kafka console tools (package console)
 package main
 
 import (
@@ -20,7 +21,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/tollgate-kafka/tollgate/policy"
+	"github.com/tollgate-kafka/tollgate/console"
+	"github.com/tollgate-kafka/tollgate/gateway"
 )
 
 func main() {
@@ -33,13 +35,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		case "check-config":
 			return checkConfig(args[1:], stdout, stderr)
 		case "bench":
-			return benchCmd(args[1:], stdout, stderr)
+			return benchMoved(stderr)
 		case "tap":
 			return tapCmd(args[1:], stdout, stderr)
 		case "users":
 			return usersCmd(args[1:], stdout, stderr)
+		case "topic", "produce", "consume", "group":
+			return consoleCmd(args[0], args[1:], stdout, stderr)
 		case "version", "--version":
-			fmt.Fprintln(stdout, "tollgate", version)
+			fmt.Fprintln(stdout, versionString())
+			return 0
+		case "help", "-h", "-help", "--help":
+			fmt.Fprint(stdout, helpText)
 			return 0
 		}
 	}
@@ -60,8 +67,47 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// consoleCmd runs one of the console tools until it finishes or the
+// process is interrupted.
+func consoleCmd(name string, args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	std := console.IO{Out: stdout, Err: stderr}
+	switch name {
+	case "topic":
+		return console.Topic(ctx, args, std)
+	case "produce":
+		return console.Produce(ctx, args, std)
+	case "consume":
+		return console.Consume(ctx, args, std)
+	}
+	return console.Group(ctx, args, std)
+}
+
+// helpText is `tollgate --help`: every command.
+const helpText = `tollgate: a Kafka-protocol gateway with a built-in broker.
+
+usage: tollgate [flags]                   serve (the built-in broker on 127.0.0.1:9092 without flags)
+       tollgate COMMAND [flags] [args]
+
+commands:
+  (none)        serve: tollgate --upstream kafka-1:9092 --listen 0.0.0.0:9092 (tollgate -h for the flags)
+  check-config  validate a configuration file: tollgate check-config [--print] FILE
+  topic         list, describe, create, delete, alter-config, add-partitions, trim topics
+  produce       one record per stdin line: echo hi | tollgate produce orders
+  consume       print records: tollgate consume orders -o -10 -e
+  group         list, describe (lag), seek, delete consumer groups
+  tap           live traffic from a running gateway's admin server
+  users         SASL users file: tollgate users add alice --file users.yaml
+  bench         moved: the benchmarks are the tollgate-bench command (see README)
+  version       the module version and VCS revision of this binary
+  help          this text
+
+Every command takes -h for its flags and examples. The console commands
+(topic, produce, consume, group) take -b/--brokers (default 127.0.0.1:9092),
+--tls-*, --sasl-* and --format text|json|yaml, and exit 0 on success, 1 when
+the cluster refused, 2 on a usage error, 3 when no broker is reachable.
+`
 
 func checkConfig(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
@@ -92,13 +138,17 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		stdout.Write(out)
 		return 0
 	}
-	if _, warnings, err := policy.Compile(cfg.Policy); err != nil {
+	// The same provisioning as serve, up to opening sockets and files:
+	// TLS configs, principal mappers, SASL servers, the compiled policy,
+	// the broker options.
+	plan, err := gateway.Provision(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
-	} else {
-		for _, w := range warnings {
-			fmt.Fprintln(stdout, "warning:", w.String())
-		}
+	}
+	plan.Close()
+	for _, w := range plan.Warnings {
+		fmt.Fprintln(stdout, "warning:", w.String())
 	}
 	for _, w := range cfg.Warnings() {
 		fmt.Fprintln(stdout, "warning:", w)

@@ -26,6 +26,7 @@ func loadConfig(args []string, stderr io.Writer) (*configs.Config, string, error
 	var (
 		file      = fs.String("config", "", "YAML configuration file (flags override it)")
 		upstream  = fs.String("upstream", "", "comma-separated upstream bootstrap brokers (upstream.bootstrap); empty: the built-in broker")
+		upProxy   = fs.String("upstream-proxy", "", "forward proxy for every upstream connection: socks5://[user:pass@]host:port, http://… or https://… (upstream.proxy)")
 		listen    = fs.String("listen", "", "bind address of the first listener (default 127.0.0.1:9092)")
 		advertise = fs.String("advertise", "", "host clients are told to connect to (listeners[0].advertise)")
 		portBase  = fs.Int("broker-port-base", -1, "port of upstream node 0; node N is served at base+N (default: listen port + 1; 0: any free port)")
@@ -36,14 +37,15 @@ func loadConfig(args []string, stderr io.Writer) (*configs.Config, string, error
 		logFormat = fs.String("log-format", "", "text | json")
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tollgate [flags]\n       tollgate check-config [--print] FILE\n       tollgate bench [flags]\n\nflags:")
+		fmt.Fprint(stderr, helpText)
+		fmt.Fprintln(stderr, "\nflags (serve):")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, "", err
 	}
 	if fs.NArg() > 0 {
-		return nil, "", fmt.Errorf("unexpected argument %q (subcommands: check-config, bench, tap, version)", fs.Arg(0))
+		return nil, "", fmt.Errorf("unexpected argument %q (commands: check-config, topic, produce, consume, group, tap, users, version, help)", fs.Arg(0))
 	}
 	cfg := configs.Default()
 	if *file != "" {
@@ -62,6 +64,12 @@ func loadConfig(args []string, stderr io.Writer) (*configs.Config, string, error
 			}
 		}
 		cfg.Upstream = configs.NewUpstream(bs...)
+	}
+	if set["upstream-proxy"] {
+		if cfg.Upstream == nil {
+			return nil, "", fmt.Errorf("--upstream-proxy needs an upstream (--upstream or upstream.bootstrap)")
+		}
+		cfg.Upstream.Proxy = *upProxy
 	}
 	if set["listen"] {
 		cfg.Listeners[0].Listen = *listen

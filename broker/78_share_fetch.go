@@ -1,0 +1,486 @@
+package broker
+
+import (
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/tollgate-kafka/tollgate/broker/storage"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ShareFetch: v1-2 (KIP-932, KIP-1206, KIP-1222)
+//
+// Behavior (share_partition.go has the record model, share_session.go the
+// sessions):
+// * Acquires available records of the session's partitions for the
+//   member under an acquisition lock (share.record.lock.duration.ms) and
+//   returns their batches with AcquiredRecords (offset ranges and delivery
+//   counts). Released records are delivered again first, lowest offset
+//   first; then records past the in-flight window, which holds at most
+//   group.share.partition.max.record.locks (2000) offsets.
+// * MaxRecords bounds the records acquired (0: 500); in BATCH_OPTIMIZED
+//   mode (ShareAcquireMode 0) whole batches are acquired, so it may be
+//   exceeded up to a batch boundary; RECORD_LIMIT (1, v2) acquires exactly
+//   up to it. MaxBytes bounds the bytes read, except that a partition
+//   returns at least one batch.
+// * Piggybacked AcknowledgementBatches are applied first (per partition,
+//   all or nothing: AcknowledgeErrorCode INVALID_RECORD_STATE if any
+//   offset is not acquired by this member, INVALID_REQUEST for a bad
+//   batch); the response waits until they are durable in the coordinator
+//   journal. Acknowledgements in a request opening a session (epoch 0)
+//   are INVALID_REQUEST.
+// * IsRenewAck (v2): acknowledgements only, renew (type 4) allowed; any
+//   fetch limit set or a partition without acknowledgements is
+//   INVALID_REQUEST; nothing is fetched.
+// * Long polling: when nothing was acquired and MaxWaitMillis > 0, the
+//   answer waits until a session partition's high watermark moves, records
+//   of the group become available again (release, lock expiry, a member
+//   leaving), the wait ends or the connection closes.
+// * read_committed (share.isolation.level): records up to the last stable
+//   offset; aborted transactional batches are archived, never delivered.
+// * A group id in use by a classic or consumer group is GROUP_ID_NOT_FOUND.
+//
+// Version notes:
+// * v0 (Kafka 4.0 early access) was removed in Kafka 4.1.
+// * v1: MaxRecords, BatchSize, AcquisitionLockTimeoutMillis; no
+//   PartitionMaxBytes
+// * v2: ShareAcquireMode, IsRenewAck, renew acknowledgements (KIP-1222)
+
+func init() { regKey(78, 1, 2, handleShareFetch) }
+
+// partID names a partition by topic id, as share requests do.
+type partID struct {
+	tid [16]byte
+	p   int32
+}
+
+// shareFetch is one ShareFetch in progress.
+type shareFetch struct {
+	c      *Conn
+	req    *kmsg.ShareFetchRequest
+	resp   *kmsg.ShareFetchResponse
+	member string
+	cfg    shareSettings
+	parts  map[partID]*kmsg.ShareFetchResponseTopicPartition
+	order  []partID
+	sess   *shareSession
+	waits  []<-chan error
+}
+
+func handleShareFetch(c *Conn, kreq kmsg.Request, r reply) {
+	req := kreq.(*kmsg.ShareFetchRequest)
+	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
+	group, member := deref(req.GroupID), deref(req.MemberID)
+	sf := &shareFetch{c: c, req: req, resp: resp, member: member, cfg: c.b.groups.shareConfig(group),
+		parts: map[partID]*kmsg.ShareFetchResponseTopicPartition{}}
+	resp.AcquisitionLockTimeoutMillis = int32(sf.cfg.lockDuration.Milliseconds())
+	if code := sf.check(group); code != 0 {
+		resp.ErrorCode = code
+		r(encode(resp), nil)
+		return
+	}
+	g := c.b.groups.lock(group, true)
+	if g.sg == nil && !g.becomeShare() {
+		g.mu.Unlock()
+		resp.ErrorCode = kerr.GroupIDNotFound.Code
+		resp.ErrorMessage = kmsg.StringPtr("group " + group + " is not a share group")
+		r(encode(resp), nil)
+		return
+	}
+	if code := sf.session(g); code != 0 {
+		g.mu.Unlock()
+		resp.ErrorCode = code
+		r(encode(resp), nil)
+		return
+	}
+	sf.applyAcks(g)
+	total := int32(0)
+	if sf.sess != nil && !req.IsRenewAck {
+		total = sf.acquire(g)
+		sf.sess.bump()
+	} else if sf.sess != nil {
+		sf.sess.bump()
+	}
+	sf.waits = append(sf.waits, g.persistShareParts())
+	g.mu.Unlock()
+	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	if total > 0 || maxWait <= 0 || sf.sess == nil || req.IsRenewAck || len(sf.sess.parts) == 0 {
+		sf.reply(r)
+		return
+	}
+	go sf.longPoll(g, maxWait, r)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// check validates the request before any state is touched.
+func (sf *shareFetch) check(group string) int16 {
+	req := sf.req
+	switch {
+	case strings.TrimSpace(group) == "":
+		return kerr.InvalidGroupID.Code
+	case sf.member == "" || len(sf.member) > shareMemberIDMaxLen:
+		return kerr.InvalidRequest.Code
+	case req.ShareSessionEpoch == 0 && hasShareFetchAcks(req):
+		return kerr.InvalidRequest.Code
+	}
+	if req.IsRenewAck {
+		if req.MaxBytes != 0 || req.MinBytes != 0 || req.MaxRecords != 0 || req.MaxWaitMillis != 0 {
+			return kerr.InvalidRequest.Code
+		}
+		for _, t := range req.Topics {
+			for _, p := range t.Partitions {
+				if len(p.AcknowledgementBatches) == 0 {
+					return kerr.InvalidRequest.Code
+				}
+			}
+		}
+	}
+	return 0
+}
+
+func hasShareFetchAcks(req *kmsg.ShareFetchRequest) bool {
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			if len(p.AcknowledgementBatches) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// session opens, updates or closes the member's share session. On close
+// (-1) sf.sess stays nil once the acks are applied. Caller holds g.mu.
+func (sf *shareFetch) session(g *group) int16 {
+	req := sf.req
+	cur := g.sg.sessions[sf.member]
+	switch {
+	case req.ShareSessionEpoch == -1:
+		if cur == nil {
+			return kerr.ShareSessionNotFound.Code
+		}
+		return 0
+	case req.ShareSessionEpoch == 0:
+		sf.sess = g.openShareSession(sf.c, sf.member)
+	case cur == nil:
+		return kerr.ShareSessionNotFound.Code
+	case cur.epoch != req.ShareSessionEpoch:
+		return kerr.InvalidShareSessionEpoch.Code
+	default:
+		sf.sess = cur
+	}
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			sf.sess.add(t.TopicID, p.Partition)
+		}
+	}
+	for _, ft := range req.ForgottenTopicsData {
+		for _, p := range ft.Partitions {
+			sf.sess.forget(ft.TopicID, p)
+		}
+	}
+	return 0
+}
+
+// part returns the response entry of (tid, p), adding it.
+func (sf *shareFetch) part(tid [16]byte, p int32) *kmsg.ShareFetchResponseTopicPartition {
+	k := partID{tid, p}
+	if rp := sf.parts[k]; rp != nil {
+		return rp
+	}
+	rp := kmsg.NewShareFetchResponseTopicPartition()
+	rp.Partition = p
+	rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
+	sf.parts[k] = &rp
+	sf.order = append(sf.order, k)
+	return &rp
+}
+
+// applyAcks applies the piggybacked acknowledgements and, for a closing
+// request, ends the session. Caller holds g.mu.
+func (sf *shareFetch) applyAcks(g *group) {
+	for _, t := range sf.req.Topics {
+		for _, p := range t.Partitions {
+			if len(p.AcknowledgementBatches) == 0 {
+				continue
+			}
+			bs := make([]ackBatch, 0, len(p.AcknowledgementBatches))
+			for _, b := range p.AcknowledgementBatches {
+				bs = append(bs, ackBatch{b.FirstOffset, b.LastOffset, b.AcknowledgeTypes})
+			}
+			rp := sf.part(t.TopicID, p.Partition)
+			rp.AcknowledgeErrorCode = g.ackShare(t.TopicID, p.Partition, sf.member, bs, sf.req.IsRenewAck, sf.cfg)
+		}
+	}
+	if sf.req.ShareSessionEpoch == -1 {
+		g.closeShareSession(sf.member)
+	}
+}
+
+// ackShare applies one partition's acknowledgements. Caller holds g.mu.
+func (g *group) ackShare(tid [16]byte, idx int32, member string, bs []ackBatch, renew bool, cfg shareSettings) int16 {
+	code := g.applyShareAcks(tid, idx, member, bs, renew, cfg)
+	if code != 0 && g.c.share.ackRefused(time.Now()) {
+		g.c.b.log.Warn("share acknowledgement refused (logged at most once a second; counted in tollgate_broker_share_ack_errors_total)",
+			"group", g.name, "member", member, "partition", idx, "error", kerr.ErrorForCode(code))
+	}
+	return code
+}
+
+// applyShareAcks validates and applies one partition's acknowledgements.
+func (g *group) applyShareAcks(tid [16]byte, idx int32, member string, bs []ackBatch, renew bool, cfg shareSettings) int16 {
+	if code := checkAckBatches(bs, renew); code != 0 {
+		return code
+	}
+	t := g.c.b.lookupID(tid)
+	if t == nil {
+		return kerr.UnknownTopicID.Code
+	}
+	p := g.c.b.partitionOf(t, idx)
+	if p == nil {
+		return kerr.UnknownTopicOrPartition.Code
+	}
+	sp := g.sharePart(tpKey{t.name, idx}, p)
+	code, _ := sp.acknowledge(member, bs, time.Now(), cfg)
+	if code == 0 {
+		// Released records are available again, and finished ones may
+		// have made room in a full in-flight window.
+		g.sg.notify()
+	}
+	return code
+}
+
+// acquire acquires records on every session partition, starting at a
+// rotating position for fairness, and fills the response. It returns the
+// records acquired. Caller holds g.mu.
+func (sf *shareFetch) acquire(g *group) int32 {
+	budget := sf.req.MaxRecords
+	if budget <= 0 {
+		budget = defaultShareMaxRecords
+	}
+	bytesLeft := int(sf.req.MaxBytes)
+	if bytesLeft <= 0 {
+		bytesLeft = 1<<31 - 1
+	}
+	var ids []partID
+	for _, tid := range sf.sess.order {
+		for p, needs := range sf.sess.parts[tid] {
+			ids = append(ids, partID{tid, p})
+			if needs {
+				sf.part(tid, p)
+			}
+		}
+	}
+	sortPartIDs(ids)
+	total := int32(0)
+	for i := range ids {
+		id := ids[(i+int(sf.sess.epoch))%len(ids)]
+		if budget-total <= 0 {
+			break
+		}
+		recs, ranges, code := g.shareAcquirePart(id, sf.member, budget-total, sf.req.ShareAcquireMode == 1, sf.cfg, max(bytesLeft, 1))
+		if code == 0 && len(ranges) == 0 {
+			continue
+		}
+		rp := sf.part(id.tid, id.p)
+		rp.ErrorCode, rp.Records, rp.AcquiredRecords = code, recs, ranges
+		total += acquiredRanges(ranges).count()
+		bytesLeft -= len(recs)
+	}
+	for _, k := range sf.order {
+		if ps := sf.sess.parts[k.tid]; ps != nil {
+			if _, ok := ps[k.p]; ok {
+				ps[k.p] = sf.parts[k].ErrorCode != 0
+			}
+		}
+	}
+	return total
+}
+
+// sortPartIDs orders ids by topic id then partition.
+func sortPartIDs(ids []partID) {
+	less := func(a, b partID) bool {
+		if a.tid != b.tid {
+			return string(a.tid[:]) < string(b.tid[:])
+		}
+		return a.p < b.p
+	}
+	for i := 1; i < len(ids); i++ {
+		for j := i; j > 0 && less(ids[j], ids[j-1]); j-- {
+			ids[j], ids[j-1] = ids[j-1], ids[j]
+		}
+	}
+}
+
+// shareAcquirePart acquires up to budget records of one partition for
+// member and returns their batches. Caller holds g.mu (the reads are
+// page-cache reads of this partition's log; no broker lock is held).
+func (g *group) shareAcquirePart(id partID, member string, budget int32, strict bool, cfg shareSettings, maxBytes int) ([]byte, acquiredRanges, int16) {
+	t := g.c.b.lookupID(id.tid)
+	if t == nil {
+		return nil, nil, kerr.UnknownTopicID.Code
+	}
+	p := g.c.b.partitionOf(t, id.p)
+	if p == nil {
+		return nil, nil, kerr.UnknownTopicOrPartition.Code
+	}
+	sp := g.sharePart(tpKey{t.name, id.p}, p)
+	deadline := time.Now().Add(cfg.lockDuration)
+	upTo := p.log.HighWatermark()
+	if cfg.readCommitted {
+		upTo = p.log.LastStableOffset()
+	}
+	r1 := sp.acquireAvailable(member, budget, deadline, cfg.deliveryLimit)
+	var out []byte
+	if len(r1) > 0 {
+		b, err := readShareRange(p, r1[0].FirstOffset, r1[len(r1)-1].LastOffset, upTo)
+		if err != nil {
+			g.c.b.log.Error("share fetch read", "partition", p.dirName(), "err", err)
+		}
+		out = b
+	}
+	budget -= r1.count()
+	if budget <= 0 || sp.end >= upTo || sp.end-sp.spso >= defaultShareMaxRecordLocks {
+		return out, r1, 0
+	}
+	rr, err := p.log.ReadUpTo(sp.end, int32(min(maxBytes, 1<<31-1)), upTo)
+	if err != nil {
+		return out, r1, storageCode(err)
+	}
+	buf, err := rr.AppendTo(nil)
+	next := rr.NextOffset
+	rr.Release()
+	if err != nil {
+		g.c.b.log.Error("share fetch read", "partition", p.dirName(), "err", err)
+		return out, r1, kerr.KafkaStorageError.Code
+	}
+	bs := splitBatches(buf)
+	var aborted []storage.AbortedTxn
+	if cfg.readCommitted {
+		aborted = p.log.AbortedTransactions(sp.end, next)
+	}
+	r2, sendTo := sp.acquireNew(bs, aborted, member, budget, strict, deadline, cfg.deliveryLimit)
+	out = appendNewBatches(out, buf[:sendTo])
+	return out, append(r1, r2...), 0
+}
+
+// appendNewBatches appends the batches of more that start past the last
+// batch of have (a batch holding both redelivered and new records is sent
+// once).
+func appendNewBatches(have, more []byte) []byte {
+	hb := splitBatches(have)
+	if len(hb) == 0 {
+		return append(have, more...)
+	}
+	last := hb[len(hb)-1].last
+	for _, bi := range splitBatches(more) {
+		if bi.base > last {
+			have = append(have, more[bi.start:bi.end]...)
+		}
+	}
+	return have
+}
+
+// readShareRange returns the batches holding offsets [lo, hi].
+func readShareRange(p *partition, lo, hi, upTo int64) ([]byte, error) {
+	var out []byte
+	off := lo
+	for range shareReadMaxChunks {
+		rr, err := p.log.ReadUpTo(off, shareReadChunk, upTo)
+		if err != nil {
+			return out, err
+		}
+		out, err = rr.AppendTo(out)
+		size, next := rr.Size, rr.NextOffset
+		rr.Release()
+		if err != nil || size == 0 || next > hi || next <= off {
+			return out, err
+		}
+		off = next
+	}
+	return out, nil
+}
+
+// longPoll waits for records, then acquires again and answers.
+func (sf *shareFetch) longPoll(g *group, maxWait time.Duration, r reply) {
+	deadline := time.NewTimer(maxWait)
+	defer deadline.Stop()
+	for {
+		g.mu.Lock()
+		if g.dead || g.sg == nil || g.sg.sessions[sf.member] != sf.sess {
+			g.mu.Unlock()
+			sf.reply(r)
+			return
+		}
+		cases := []reflect.SelectCase{
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(deadline.C)},
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sf.c.done)},
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(sf.c.b.stop)},
+			{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(g.sg.wake)},
+		}
+		for tid, ps := range sf.sess.parts {
+			t := sf.c.b.lookupID(tid)
+			for idx := range ps {
+				if p := sf.c.b.partitionOf(t, idx); p != nil {
+					cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.log.Wait(p.log.HighWatermark()))})
+				}
+			}
+		}
+		g.mu.Unlock()
+		chosen, _, _ := reflect.Select(cases)
+		switch chosen {
+		case 1:
+			r(nil, ErrClosed)
+			return
+		case 0, 2:
+			sf.reply(r)
+			return
+		}
+		g.mu.Lock()
+		total := int32(0)
+		if !g.dead && g.sg != nil && g.sg.sessions[sf.member] == sf.sess {
+			total = sf.acquire(g)
+			sf.waits = append(sf.waits, g.persistShareParts())
+		}
+		g.mu.Unlock()
+		if total > 0 {
+			sf.reply(r)
+			return
+		}
+	}
+}
+
+// reply answers once the acknowledgements are durable.
+func (sf *shareFetch) reply(r reply) {
+	waitThen(sf.waits, func(err error) {
+		if err != nil {
+			sf.c.b.log.Error("share fetch acknowledgements not durable", "err", err)
+			for _, rp := range sf.parts {
+				if rp.AcknowledgeErrorCode == 0 {
+					rp.AcknowledgeErrorCode = kerr.CoordinatorNotAvailable.Code
+				}
+			}
+		}
+		byTopic := map[[16]byte]int{}
+		for _, k := range sf.order {
+			i, ok := byTopic[k.tid]
+			if !ok {
+				i = len(sf.resp.Topics)
+				byTopic[k.tid] = i
+				rt := kmsg.NewShareFetchResponseTopic()
+				rt.TopicID = k.tid
+				sf.resp.Topics = append(sf.resp.Topics, rt)
+			}
+			sf.resp.Topics[i].Partitions = append(sf.resp.Topics[i].Partitions, *sf.parts[k])
+		}
+		r(encode(sf.resp), nil)
+	})
+}

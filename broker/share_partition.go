@@ -1,0 +1,573 @@
+package broker
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tollgate-kafka/tollgate/broker/storage"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Share-partition state, as Kafka's SharePartition: for one (share group,
+// topic, partition), the share-partition start offset (SPSO: every offset
+// below it is done) and the in-flight window [spso, end) of records that
+// have been read for the group. Offsets at or past end have never been
+// delivered and are available.
+//
+// Record states (Kafka's RecordState):
+//
+//	available --acquire (delivery count +1)--> acquired
+//	acquired --accept--> acknowledged   (done)
+//	acquired --reject, or gap--> archived (done)
+//	acquired --release, lock expiry, member leaves--> available,
+//	          or archived once the delivery count reached the limit
+//	acquired --renew (KIP-1222)--> acquired with a fresh lock
+//
+// Only available and acquired records are kept in recs: an offset of the
+// window missing from recs is done (acknowledged, archived, a control
+// record, or a hole left by compaction). The SPSO moves up past done
+// offsets at once.
+//
+// Durability: after every change the partition's state is written to the
+// coordinator journal (one record per partition, key "s NUL group NUL
+// topic NUL partition"; value shareStateRecord), acquired records as
+// available with their delivery count, as Kafka's share coordinator
+// persists them. An acknowledgement is answered once the journal has it
+// durable (per the broker's fsync policy), so an acknowledged record is
+// never delivered again; a record acquired before a crash is available
+// again after it (at-least-once).
+//
+// Guarded by the owning group's mu.
+
+// recState is a record's delivery state.
+type recState uint8
+
+const (
+	recAvailable recState = iota
+	recAcquired
+)
+
+// Acknowledge types (Kafka's AcknowledgeType; 0 is a gap, KIP-932; 4 is
+// renew, KIP-1222).
+const (
+	ackGap     int8 = 0
+	ackAccept  int8 = 1
+	ackRelease int8 = 2
+	ackReject  int8 = 3
+	ackRenew   int8 = 4
+)
+
+// shareRecord is one in-flight record.
+type shareRecord struct {
+	state      recState
+	deliveries int16
+	owner      string // member id while acquired
+	deadline   time.Time
+}
+
+// sharePartition is one share-partition's state.
+type sharePartition struct {
+	spso, end   int64
+	recs        map[int64]*shareRecord
+	acquired    int       // records in recAcquired
+	minDeadline time.Time // no acquisition lock ends before this
+	dirty       bool      // changed since last written to the journal
+	counters    *shareCounters
+}
+
+func newSharePartition(start int64, counters *shareCounters) *sharePartition {
+	return &sharePartition{spso: start, end: start, recs: map[int64]*shareRecord{}, counters: counters}
+}
+
+// sharePart returns the state of tp for g, creating it at the offset
+// share.auto.offset.reset names. Caller holds g.mu.
+func (g *group) sharePart(tp tpKey, p *partition) *sharePartition {
+	// A window past the high watermark belongs to an earlier topic of
+	// that name (deleted and created again): start over.
+	if sp := g.sg.parts[tp]; sp != nil && sp.end <= p.log.HighWatermark() {
+		sp.fixStart(p.log.LogStartOffset())
+		return sp
+	}
+	start := p.log.HighWatermark()
+	switch reset := g.c.shareConfig(g.name).autoReset; {
+	case reset == "earliest":
+		start = p.log.LogStartOffset()
+	case strings.HasPrefix(reset, "by_duration:"):
+		d, _ := parseISODuration(reset[len("by_duration:"):])
+		if off, _, err := p.log.OffsetForTimestamp(time.Now().Add(-d).UnixMilli()); err == nil && off >= 0 {
+			start = off
+		}
+	}
+	sp := newSharePartition(start, &g.c.share)
+	sp.dirty = true
+	g.sg.parts[tp] = sp
+	return sp
+}
+
+// fixStart moves the SPSO up to the log start offset after retention or
+// DeleteRecords removed records (they can no longer be delivered).
+func (sp *sharePartition) fixStart(logStart int64) {
+	if sp.spso >= logStart {
+		return
+	}
+	for o, r := range sp.recs {
+		if o < logStart {
+			if r.state == recAcquired {
+				sp.acquired--
+			}
+			delete(sp.recs, o)
+		}
+	}
+	sp.spso, sp.end = logStart, max(sp.end, logStart)
+	sp.dirty = true
+}
+
+// advance moves the SPSO past done offsets.
+func (sp *sharePartition) advance() {
+	for sp.spso < sp.end && sp.recs[sp.spso] == nil {
+		sp.spso++
+	}
+}
+
+// acquireOne acquires offset o (whose record is available) for member,
+// or archives it if it reached the delivery limit. It reports whether the
+// record was acquired.
+func (sp *sharePartition) acquireOne(o int64, r *shareRecord, member string, deadline time.Time, limit int16) bool {
+	if r.deliveries >= limit {
+		delete(sp.recs, o)
+		sp.counters.archivedAtLimit()
+		return false
+	}
+	r.state, r.owner, r.deadline = recAcquired, member, deadline
+	r.deliveries++
+	sp.acquired++
+	if sp.minDeadline.IsZero() || deadline.Before(sp.minDeadline) {
+		sp.minDeadline = deadline
+	}
+	return true
+}
+
+// acquiredRanges collects acquired offsets into AcquiredRecords entries.
+type acquiredRanges []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord
+
+func (a *acquiredRanges) add(o int64, deliveries int16) {
+	if n := len(*a); n > 0 {
+		last := &(*a)[n-1]
+		if last.LastOffset == o-1 && last.DeliveryCount == deliveries {
+			last.LastOffset = o
+			return
+		}
+	}
+	ar := kmsg.NewShareFetchResponseTopicPartitionAcquiredRecord()
+	ar.FirstOffset, ar.LastOffset, ar.DeliveryCount = o, o, deliveries
+	*a = append(*a, ar)
+}
+
+func (a acquiredRanges) count() int32 {
+	var n int64
+	for _, r := range a {
+		n += r.LastOffset - r.FirstOffset + 1
+	}
+	return int32(n)
+}
+
+// acquireAvailable acquires up to budget available records of the
+// window, lowest offset first.
+func (sp *sharePartition) acquireAvailable(member string, budget int32, deadline time.Time, limit int16) acquiredRanges {
+	var out acquiredRanges
+	if len(sp.recs) == sp.acquired {
+		return nil
+	}
+	n := int32(0)
+	for o := sp.spso; o < sp.end && n < budget; o++ {
+		r := sp.recs[o]
+		if r == nil || r.state != recAvailable {
+			continue
+		}
+		if sp.acquireOne(o, r, member, deadline, limit) {
+			out.add(o, r.deliveries)
+			n++
+		}
+		sp.dirty = true
+	}
+	sp.advance()
+	return out
+}
+
+// batchInfo is one record batch's header, as read from a log.
+type batchInfo struct {
+	base, last int64
+	pid        int64
+	control    bool
+	txn        bool
+	start, end int // byte range in the read buffer
+}
+
+// Record batch v2 header offsets (Kafka's DefaultRecordBatch).
+const (
+	batchLenOff        = 8
+	batchAttrOff       = 21
+	batchLastDeltaOff  = 23
+	batchPIDOff        = 43
+	batchHeaderLen     = 61
+	batchAttrTxn       = 0x10
+	batchAttrControl   = 0x20
+	batchLogOverhead   = 12
+	shareReadChunk     = 1 << 20 // bytes per read when re-reading released records
+	shareReadMaxChunks = 64      // bound on re-read loops for one partition
+)
+
+// splitBatches parses whole batches from b (a partition read).
+func splitBatches(b []byte) []batchInfo {
+	var out []batchInfo
+	for pos := 0; len(b)-pos >= batchHeaderLen; {
+		size := batchLogOverhead + int(int32(binary.BigEndian.Uint32(b[pos+batchLenOff:])))
+		if size < batchHeaderLen || pos+size > len(b) {
+			break
+		}
+		base := int64(binary.BigEndian.Uint64(b[pos:]))
+		attr := binary.BigEndian.Uint16(b[pos+batchAttrOff:])
+		delta := int64(int32(binary.BigEndian.Uint32(b[pos+batchLastDeltaOff:])))
+		out = append(out, batchInfo{base: base, last: base + delta, pid: int64(binary.BigEndian.Uint64(b[pos+batchPIDOff:])),
+			control: attr&batchAttrControl != 0, txn: attr&batchAttrTxn != 0, start: pos, end: pos + size})
+		pos += size
+	}
+	return out
+}
+
+// aborted reports whether batch bi belongs to an aborted transaction.
+func abortedBatch(bi batchInfo, aborted []storage.AbortedTxn) bool {
+	if !bi.txn {
+		return false
+	}
+	for _, a := range aborted {
+		if a.ProducerID == bi.pid && bi.base >= a.FirstOffset && bi.base <= a.LastOffset {
+			return true
+		}
+	}
+	return false
+}
+
+// acquireNew acquires records past the window from the batches read at
+// sp.end: whole batches while fewer than budget records are acquired
+// (BATCH_OPTIMIZED), or exactly budget records when strict (RECORD_LIMIT,
+// KIP-1206). Control batches, aborted transactional batches (read_committed)
+// and holes become done offsets. It returns the acquired ranges and the
+// byte length of the batches to send.
+func (sp *sharePartition) acquireNew(bs []batchInfo, aborted []storage.AbortedTxn, member string, budget int32, strict bool, deadline time.Time, limit int16) (acquiredRanges, int) {
+	var out acquiredRanges
+	n, sendTo := int32(0), 0
+	for _, bi := range bs {
+		if bi.last < sp.end {
+			continue
+		}
+		if n >= budget {
+			break
+		}
+		from := max(bi.base, sp.end)
+		if bi.control || abortedBatch(bi, aborted) {
+			sp.end = bi.last + 1
+			continue
+		}
+		for o := from; o <= bi.last; o++ {
+			if strict && n >= budget {
+				break
+			}
+			r := &shareRecord{}
+			sp.recs[o] = r
+			sp.acquireOne(o, r, member, deadline, limit)
+			out.add(o, r.deliveries)
+			n++
+			sp.end = o + 1
+		}
+		sendTo = bi.end
+		sp.dirty = true
+	}
+	sp.advance()
+	return out, sendTo
+}
+
+// ackBatch is one acknowledgement batch of a ShareFetch or ShareAcknowledge.
+type ackBatch struct {
+	first, last int64
+	types       []int8
+}
+
+// checkAckBatches validates the batches' shape (Kafka's
+// validateAcknowledgementBatches): ordered, not overlapping, one type or
+// one per offset, known types.
+func checkAckBatches(bs []ackBatch, renew bool) int16 {
+	prev := int64(-1)
+	maxType := ackReject
+	if renew {
+		maxType = ackRenew
+	}
+	for _, b := range bs {
+		switch {
+		case b.first > b.last, b.first <= prev, len(b.types) == 0,
+			len(b.types) > 1 && int64(len(b.types)) != b.last-b.first+1:
+			return kerr.InvalidRequest.Code
+		}
+		for _, t := range b.types {
+			if t < 0 || t > maxType {
+				return kerr.InvalidRequest.Code
+			}
+		}
+		prev = b.last
+	}
+	return 0
+}
+
+// ackType is the type that applies to offset o of b.
+func (b ackBatch) ackType(o int64) int8 {
+	if len(b.types) == 1 {
+		return b.types[0]
+	}
+	return b.types[o-b.first]
+}
+
+// acknowledge applies member's acknowledgements, all or nothing: every
+// offset (except gaps, and offsets below the SPSO, already done) must be a
+// record member holds, else INVALID_RECORD_STATE and nothing changes. It
+// reports whether records became available again.
+func (sp *sharePartition) acknowledge(member string, bs []ackBatch, now time.Time, cfg shareSettings) (code int16, released bool) {
+	for _, b := range bs {
+		if b.last >= sp.end {
+			return kerr.InvalidRecordState.Code, false
+		}
+		for o := max(b.first, sp.spso); o <= b.last; o++ {
+			r := sp.recs[o]
+			if r == nil && b.ackType(o) == ackGap {
+				continue
+			}
+			if r == nil || r.state != recAcquired || r.owner != member {
+				return kerr.InvalidRecordState.Code, false
+			}
+		}
+	}
+	for _, b := range bs {
+		for o := max(b.first, sp.spso); o <= b.last; o++ {
+			r := sp.recs[o]
+			if r == nil {
+				continue
+			}
+			switch b.ackType(o) {
+			case ackRenew:
+				r.deadline = now.Add(cfg.lockDuration)
+				continue
+			case ackRelease:
+				released = sp.release(o, r, cfg.deliveryLimit) || released
+			default: // accept, reject, gap: done
+				delete(sp.recs, o)
+				sp.acquired--
+			}
+		}
+	}
+	sp.dirty = true
+	sp.advance()
+	return 0, released
+}
+
+// release makes acquired record r at o available again, or archives it at
+// the delivery limit. It reports whether it became available.
+func (sp *sharePartition) release(o int64, r *shareRecord, limit int16) bool {
+	sp.acquired--
+	sp.dirty = true
+	if r.deliveries >= limit {
+		delete(sp.recs, o)
+		sp.counters.archivedAtLimit()
+		return false
+	}
+	r.state, r.owner, r.deadline = recAvailable, "", time.Time{}
+	return true
+}
+
+// releaseWhere releases every acquired record for which match is true and
+// reports whether any became available.
+func (sp *sharePartition) releaseWhere(limit int16, match func(*shareRecord) bool) bool {
+	if sp.acquired == 0 {
+		return false
+	}
+	released := false
+	for o, r := range sp.recs {
+		if r.state == recAcquired && match(r) {
+			released = sp.release(o, r, limit) || released
+		}
+	}
+	sp.advance()
+	return released
+}
+
+// expire releases the records whose acquisition lock ended by now.
+func (sp *sharePartition) expire(now time.Time, limit int16) bool {
+	if sp.acquired == 0 || now.Before(sp.minDeadline) {
+		return false
+	}
+	var next time.Time
+	n := 0
+	released := sp.releaseWhere(limit, func(r *shareRecord) bool {
+		if !now.Before(r.deadline) {
+			n++
+			return true
+		}
+		if next.IsZero() || r.deadline.Before(next) {
+			next = r.deadline
+		}
+		return false
+	})
+	sp.minDeadline = next
+	sp.counters.expired(n)
+	return released
+}
+
+// --- the lock sweep ---
+
+// shareSweepLoop expires acquisition locks of every share group.
+func (c *coordinator) shareSweepLoop(stop <-chan struct{}) {
+	t := time.NewTicker(shareSweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			c.sweepShareLocks(now)
+		}
+	}
+}
+
+func (c *coordinator) sweepShareLocks(now time.Time) {
+	for _, g := range c.groups() {
+		g.mu.Lock()
+		if g.sg != nil && !g.dead {
+			limit := g.c.shareConfig(g.name).deliveryLimit
+			released := false
+			for _, sp := range g.sg.parts {
+				released = sp.expire(now, limit) || released
+			}
+			if released {
+				g.sg.notify()
+			}
+			g.persistShareParts()
+		}
+		g.mu.Unlock()
+	}
+}
+
+// releaseMemberRecords releases every record member holds. Caller holds
+// g.mu.
+func (g *group) releaseMemberRecords(member string) {
+	limit := g.c.shareConfig(g.name).deliveryLimit
+	released := false
+	for _, sp := range g.sg.parts {
+		released = sp.releaseWhere(limit, func(r *shareRecord) bool { return r.owner == member }) || released
+	}
+	if released {
+		g.sg.notify()
+	}
+	g.persistShareParts()
+}
+
+// --- persistence ---
+
+// shareStateRecord is the journal document of one share-partition.
+type shareStateRecord struct {
+	SPSO int64 `json:"spso"`
+	End  int64 `json:"end"`
+	// Runs are [first, last, delivery count] of in-flight records.
+	Runs [][3]int64 `json:"runs,omitempty"`
+}
+
+func sharePartKey(group string, tp tpKey) string {
+	return shareGroupPartitionKeyPrefix + group + journalKeySep + tp.topic + journalKeySep + strconv.Itoa(int(tp.partition))
+}
+
+func (sp *sharePartition) record() shareStateRecord {
+	rec := shareStateRecord{SPSO: sp.spso, End: sp.end}
+	for o := sp.spso; o < sp.end; o++ {
+		r := sp.recs[o]
+		if r == nil {
+			continue
+		}
+		if n := len(rec.Runs); n > 0 && rec.Runs[n-1][1] == o-1 && rec.Runs[n-1][2] == int64(r.deliveries) {
+			rec.Runs[n-1][1] = o
+			continue
+		}
+		rec.Runs = append(rec.Runs, [3]int64{o, o, int64(r.deliveries)})
+	}
+	return rec
+}
+
+// persistShareParts writes every changed share-partition of g to the
+// journal (one write) and returns when it is durable. Caller holds g.mu.
+func (g *group) persistShareParts() <-chan error {
+	var es []journalEntry
+	for tp, sp := range g.sg.parts {
+		if !sp.dirty {
+			continue
+		}
+		sp.dirty = false
+		raw, _ := json.Marshal(sp.record()) // numbers only: cannot fail
+		es = append(es, journalEntry{sharePartKey(g.name, tp), raw})
+	}
+	return g.c.j.putMany(es)
+}
+
+// deleteShareParts removes g's share-partition state for the topics in
+// only (every topic if only is nil). Caller holds g.mu.
+func (g *group) deleteShareParts(only map[string]bool) <-chan error {
+	var es []journalEntry
+	for tp := range g.sg.parts {
+		if only == nil || only[tp.topic] {
+			delete(g.sg.parts, tp)
+			es = append(es, journalEntry{sharePartKey(g.name, tp), nil})
+		}
+	}
+	return g.c.j.putMany(es)
+}
+
+// loadSharePart restores one journal entry: records acquired before the
+// restart are available again.
+func (c *coordinator) loadSharePart(e journalEntry) error {
+	parts, ok := splitOffsetKey(shareToOffsetKey(e.key))
+	if !ok {
+		return fmt.Errorf("coordinator journal: bad share-partition key %q", e.key)
+	}
+	p, err := strconv.ParseInt(parts[2], 10, 32)
+	if err != nil {
+		return fmt.Errorf("coordinator journal: bad share-partition key %q: %w", e.key, err)
+	}
+	var rec shareStateRecord
+	if err := json.Unmarshal(e.val, &rec); err != nil {
+		return fmt.Errorf("coordinator journal: share-partition %q: %w", e.key, err)
+	}
+	g := c.gs[parts[0]]
+	if g == nil {
+		g = c.newGroup(parts[0])
+		c.gs[parts[0]] = g
+	}
+	if !g.becomeShare() {
+		return fmt.Errorf("coordinator journal: share-partition state for non-share group %q", parts[0])
+	}
+	sp := newSharePartition(rec.SPSO, &c.share)
+	sp.end = max(rec.End, rec.SPSO)
+	for _, run := range rec.Runs {
+		for o := max(run[0], rec.SPSO); o <= run[1] && o < sp.end; o++ {
+			sp.recs[o] = &shareRecord{deliveries: int16(run[2])}
+		}
+	}
+	sp.advance()
+	g.sg.parts[tpKey{parts[1], int32(p)}] = sp
+	return nil
+}
+
+// shareToOffsetKey maps a share-partition key onto the offset key shape
+// so splitOffsetKey parses it.
+func shareToOffsetKey(key string) string {
+	return offsetKeyPrefix + key[len(shareGroupPartitionKeyPrefix):]
+}

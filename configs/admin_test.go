@@ -1,0 +1,57 @@
+package configs
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestAdminWarnings(t *testing.T) {
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "token")
+	os.WriteFile(tok, []byte("t\n"), 0o600)
+	cases := []struct {
+		yaml string
+		warn bool
+	}{
+		{"admin: { listen: 127.0.0.1:9099 }\n", false},
+		{"admin: { listen: localhost:9099 }\n", false},
+		{"admin: { listen: \"[::1]:9099\" }\n", false},
+		{"admin: { listen: 0.0.0.0:9099 }\n", true},
+		{"admin: { listen: 10.1.2.3:9099 }\n", true},
+		{"admin: { listen: 0.0.0.0:9099, auth: { token_file: " + tok + " } }\n", false},
+		{"admin: { listen: off }\n", false},
+	}
+	for _, c := range cases {
+		cfg, err := Parse([]byte(c.yaml), "a.yaml")
+		if err != nil {
+			t.Fatalf("%s: %v", c.yaml, err)
+		}
+		ws := cfg.Warnings()
+		if (len(ws) > 0) != c.warn {
+			t.Errorf("%s: warnings %q, want warning=%v", c.yaml, ws, c.warn)
+		}
+		if c.warn && !strings.Contains(ws[0], "neither auth nor tls") {
+			t.Errorf("warning %q does not say why", ws[0])
+		}
+	}
+	if !Default().Admin.UI.Enabled || Default().Admin.UI.Actions {
+		t.Error("the console must be on and read-only by default")
+	}
+}
+
+func TestAdminSecurityErrors(t *testing.T) {
+	for yaml, want := range map[string]string{
+		"admin: { auth: {} }\n":                             "give token_file, or username and password_file",
+		"admin: { auth: { username: ops } }\n":              "username and password_file go together",
+		"admin: { auth: { token_file: /nonexistent/t } }\n": "admin.auth.token_file",
+		"admin: { tls: { cert: a.pem } }\n":                 "both cert and key are required",
+		"admin: { ui: { actions: maybe } }\n":               "admin.ui.actions",
+	} {
+		_, err := Parse([]byte(yaml), "a.yaml")
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", yaml, err, want)
+		}
+	}
+}
