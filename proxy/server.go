@@ -173,7 +173,8 @@ func (s *Server) goAccept(l *listener, ln net.Listener, node int32) {
 				// Temporary errors (EMFILE, ECONNABORTED): back off
 				// rather than spin, as net/http does.
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.log.Warn("accept failed", "listener", l.opts.Name, "err", err, "retry_in", backoff)
+				// A connection flood can cause this (EMFILE): rate-limited.
+				s.noisy.Log(slog.LevelWarn, "accept_failed", "", "accept failed", "listener", l.opts.Name, "err", err, "retry_in", backoff)
 				time.Sleep(backoff)
 				continue
 			}
