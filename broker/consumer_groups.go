@@ -200,9 +200,11 @@ func (g *group) armCGSession(m *cgMember) {
 }
 
 // subscribedTopicsOf resolves m's subscription against the existing
-// topics: its names that exist, plus every non-internal topic its regex
-// matches entirely (Kafka matches with RE2J Matcher.matches and skips
-// internal topics).
+// topics: its names that exist, plus every topic its regex matches
+// entirely (Kafka matches with RE2J Matcher.matches). Internal topics are
+// matched too, as Kafka's broker-side resolution does (franz-go's
+// Test848RegexBrokerResolves expects __consumer_offsets assigned when the
+// pattern names it); client-side regex consumers skip them themselves.
 func (m *cgMember) subscribedTopicsOf(all map[string]int32) []string {
 	var out []string
 	for _, t := range m.topics {
@@ -212,7 +214,7 @@ func (m *cgMember) subscribedTopicsOf(all map[string]int32) []string {
 	}
 	if m.re != nil {
 		for t := range all {
-			if m.re.MatchString(t) && !isInternalTopic(t) && !slices.Contains(m.topics, t) {
+			if m.re.MatchString(t) && !slices.Contains(m.topics, t) {
 				out = append(out, t)
 			}
 		}

@@ -5,8 +5,8 @@ import "fmt"
 // Kafka's internal topics. Kafka keeps committed offsets and group
 // metadata in __consumer_offsets and transaction state in
 // __transaction_state; clients and tools expect both in Metadata, marked
-// internal (MetadataResponseTopic.IsInternal), and regex subscriptions
-// skip them (KIP-848 resolves regexes against non-internal topics only).
+// internal (MetadataResponseTopic.IsInternal), which is how client-side
+// regex subscriptions know to skip them.
 //
 // Here they exist so that they are listed: their partitions are led by
 // this broker and readable, but the coordinators keep their state in the

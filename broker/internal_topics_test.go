@@ -13,8 +13,10 @@ import (
 
 // TestInternalTopics: __consumer_offsets and __transaction_state are in
 // Metadata as internal topics led by the broker, a produce or a delete of
-// them is refused, a KIP-848 regex subscription matching everything does
-// not get them, and a restart keeps exactly one of each.
+// them is refused, a classic regex consumer matching everything (which
+// filters on IsInternal) does not read them, a KIP-848 regex naming one is
+// assigned it (Kafka resolves broker-side regexes over all topics), and a
+// restart keeps exactly one of each.
 func TestInternalTopics(t *testing.T) {
 	dir := t.TempDir()
 	b := openBroker(t, dir)
@@ -57,20 +59,26 @@ func TestInternalTopics(t *testing.T) {
 		}
 	}
 
-	// A regex member matching every name is assigned only "plain".
+	// A classic regex consumer of every name reads only "plain".
 	produceValues(t, newClient(t, addr, kgo.RecordPartitioner(kgo.RoundRobinPartitioner())), "plain", "p", 0, 10)
 	s := &seen{m: map[string]bool{}}
-	m := startMember(t, addr, "g-all", ".*", s, kgo.ConsumeRegex(), kgo.ServerSideBalancer(),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.MetadataMinAge(100*time.Millisecond))
+	m := startMember(t, addr, "g-all", ".*", s, kgo.ConsumeRegex(), kgo.MetadataMinAge(100*time.Millisecond))
 	checkFor(t, func() bool { return s.len() == 10 })
+	if topics := m.cl.GetConsumeTopics(); len(topics) != 1 || topics[0] != "plain" {
+		t.Fatalf("classic regex .* consumes %v, want only plain", topics)
+	}
+	m.leave()
+	// A KIP-848 regex naming __consumer_offsets is assigned it.
+	m = startMember(t, addr, "g-848", "plain|__consumer_offsets", &seen{m: map[string]bool{}}, kgo.ConsumeRegex(), kgo.ServerSideBalancer(),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()), kgo.MetadataMinAge(100*time.Millisecond))
 	c := b.NewConn("check")
 	dreq := kmsg.NewPtrConsumerGroupDescribeRequest()
-	dreq.Groups = []string{"g-all"}
-	g := mustCall[*kmsg.ConsumerGroupDescribeResponse](t, c, dreq).Groups[0]
+	dreq.Groups = []string{"g-848"}
+	checkFor(t, func() bool {
+		g := mustCall[*kmsg.ConsumerGroupDescribeResponse](t, c, dreq).Groups[0]
+		return len(g.Members) == 1 && len(g.Members[0].Assignment.TopicPartitions) == 2
+	})
 	c.Close()
-	if len(g.Members) != 1 || len(g.Members[0].Assignment.TopicPartitions) != 1 || g.Members[0].Assignment.TopicPartitions[0].Topic != "plain" {
-		t.Fatalf("regex .* member owns %+v, want only plain", g.Members)
-	}
 	m.leave()
 
 	// Reopen: the internal topics are loaded, not created again.
