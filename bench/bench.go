@@ -431,7 +431,7 @@ func (b *bencher) runOne(ctx context.Context, w workload, e *pathEnv, round int)
 		job.stop()
 		return res, err
 	}
-	s1 := b.snap(m, e)
+	s1 := b.closeWindow(ctx, m, e, s0)
 	job.window(s0.at, s1.at)
 	res.Latency = job.stop()
 
@@ -526,4 +526,18 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// closeWindow takes the window's closing snapshot. A window in which no
+// record has moved yet (a machine stalled by other work, the short windows
+// of the smoke tests) stays open until one has, for at most flowTimeout:
+// the rates are per second of the window as it was, so this changes no
+// figure, and an empty window still fails the run.
+func (b *bencher) closeWindow(ctx context.Context, m *meter, e *pathEnv, s0 snapshot) snapshot {
+	s1 := b.snap(m, e)
+	for s1.records == s0.records && time.Since(s0.at) < flowTimeout && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+		s1 = b.snap(m, e)
+	}
+	return s1
 }

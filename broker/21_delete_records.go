@@ -13,6 +13,8 @@ import (
 //   high watermark is OFFSET_OUT_OF_RANGE. Moving it down is a no-op that
 //   reports the current log start offset, as Kafka.
 // * LowWatermark is the resulting log start offset.
+// * A topic whose cleanup.policy lacks delete (compact only) is
+//   POLICY_VIOLATION, as Kafka's Partition.deleteRecordsOnLeader refuses it.
 //
 // Version notes:
 // * v1: throttle after the response; v2: flexible
@@ -32,6 +34,11 @@ func handleDeleteRecords(c *Conn, req *kmsg.DeleteRecordsRequest) (kmsg.Response
 			p := c.b.partitionOf(t, rp.Partition)
 			if p == nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
+			if policy, _ := c.b.configValue(c.b.topicConfigs(t), "cleanup.policy"); !contains(splitList(policy), "delete") {
+				sp.ErrorCode = kerr.PolicyViolation.Code
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}

@@ -35,10 +35,13 @@ var (
 	// ErrClosed means the broker or the connection has been closed.
 	ErrClosed = errors.New("broker: closed")
 	// ErrUnsupportedRequest means a request key or version the broker does
-	// not serve; the connection must be closed, as Kafka does.
-	ErrUnsupportedRequest = errors.New("broker: unsupported request key or version")
-	// ErrMalformedRequest means a request body did not decode.
-	ErrMalformedRequest = errors.New("broker: malformed request")
+	// not serve; the connection must be closed, as Kafka does. It wraps
+	// wire.ErrUnsupportedRequest, so the gateway labels the close as the
+	// client's doing.
+	ErrUnsupportedRequest = fmt.Errorf("broker: %w", wire.ErrUnsupportedRequest)
+	// ErrMalformedRequest means a request body did not decode; it wraps
+	// wire.ErrMalformedRequest.
+	ErrMalformedRequest = fmt.Errorf("broker: %w", wire.ErrMalformedRequest)
 )
 
 // Config configures the built-in broker. Zero values take the defaults noted.
@@ -74,6 +77,13 @@ type Config struct {
 	ConsumerGroupSessionTimeout    time.Duration
 	ConsumerGroupHeartbeatInterval time.Duration
 
+	// CleanerDedupeBufferBytes bounds the log cleaner's key -> offset map
+	// (log.cleaner.dedupe.buffer.size; 128 MiB). The map is sized for the
+	// dirty part of the log being cleaned, so it takes less on small logs.
+	CleanerDedupeBufferBytes int64
+	// CleanerBackoff is how often the log cleaner looks for compacted
+	// partitions to clean (log.cleaner.backoff.ms; 15 s).
+	CleanerBackoff time.Duration
 	// ShareRecordLockDuration and ShareDeliveryCountLimit are the KIP-932
 	// share-group defaults (group.share.record.lock.duration.ms and
 	// group.share.delivery.count.limit; 30 s and 5); a group may override
@@ -116,8 +126,10 @@ type Broker struct {
 	stop chan struct{} // closed by Close: ends the retention loop and long polls
 
 	sessions *fetchSessionCache // KIP-227 fetch sessions
-	bg       sync.WaitGroup
-	retainEv time.Duration
+
+	keylessLog everySecond // rate limit of the keyless-produce warning (cleaner.go)
+	bg         sync.WaitGroup
+	retainEv   time.Duration
 }
 
 // Open locks the data directory, loads the topic registry and recovers every
@@ -176,8 +188,9 @@ func Open(cfg Config) (*Broker, error) {
 		_ = unlock()
 		return nil, fmt.Errorf("open broker %s: %w", cfg.DataDir, err)
 	}
-	b.bg.Add(1)
+	b.bg.Add(2)
 	go b.retentionLoop()
+	go b.cleanerLoop()
 	b.log.Info("built-in broker open", "data_dir", cfg.DataDir, "topics", len(b.topics), "cluster_id", b.clusterID)
 	return b, nil
 }
@@ -339,6 +352,7 @@ func (c *Conn) Handle(req *wire.Request, done func(wire.Body, error)) {
 		done(nil, fmt.Errorf("%w: %s v%d: %w", ErrMalformedRequest, kmsg.NameForKey(req.Key), req.Version, err))
 		return
 	}
+	dedupeRequest(kreq) // dedupe.go
 	var once sync.Once
 	e.h(c, kreq, func(b wire.Body, err error) {
 		once.Do(func() { done(b, err) })

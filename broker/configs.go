@@ -61,7 +61,7 @@ type topicConfigDef struct {
 // (LogConfig.java / TopicConfig.java). Unknown names get INVALID_CONFIG, as
 // Kafka answers them.
 var topicConfigDefs = map[string]topicConfigDef{
-	"cleanup.policy":         {kind: kindList, def: "delete", enum: []string{"delete", "compact"}, effective: true, doc: "delete applies retention; compact is accepted but not performed (compacted topics keep every record)"},
+	"cleanup.policy":         {kind: kindList, def: "delete", enum: []string{"delete", "compact"}, effective: true, doc: "delete applies retention; compact keeps the latest record of every key (the log cleaner); both may be given"},
 	"retention.ms":           {kind: kindLong, def: "604800000", min: -1, effective: true, doc: "delete segments older than this (-1: forever)"},
 	"retention.bytes":        {kind: kindLong, def: "-1", min: -1, effective: true, doc: "delete oldest segments while a partition is larger (-1: unlimited)"},
 	"segment.bytes":          {kind: kindInt, def: "1073741824", min: 14, effective: true, doc: "roll a segment at this size"},
@@ -73,10 +73,10 @@ var topicConfigDefs = map[string]topicConfigDef{
 	"compression.type":                        {kind: kindString, def: "producer", enum: []string{"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"}},
 	"min.insync.replicas":                     {kind: kindInt, def: "1", min: 1},
 	"unclean.leader.election.enable":          {kind: kindBool, def: "false"},
-	"delete.retention.ms":                     {kind: kindLong, def: "86400000", min: 0},
-	"min.compaction.lag.ms":                   {kind: kindLong, def: "0", min: 0},
-	"max.compaction.lag.ms":                   {kind: kindLong, def: "9223372036854775807", min: 1},
-	"min.cleanable.dirty.ratio":               {kind: kindDouble, def: "0.5"},
+	"delete.retention.ms":                     {kind: kindLong, def: "86400000", min: 0, effective: true, doc: "how long a tombstone stays after the cleaning that first kept it"},
+	"min.compaction.lag.ms":                   {kind: kindLong, def: "0", min: 0, effective: true, doc: "a segment holding a record younger than this is not compacted yet"},
+	"max.compaction.lag.ms":                   {kind: kindLong, def: "9223372036854775807", min: 1, effective: true, doc: "a dirty segment older than this is compacted whatever the dirty ratio"},
+	"min.cleanable.dirty.ratio":               {kind: kindDouble, def: "0.5", effective: true, doc: "compact once the uncompacted share of the log reaches this"},
 	"file.delete.delay.ms":                    {kind: kindLong, def: "60000", min: 0},
 	"flush.messages":                          {kind: kindLong, def: "9223372036854775807", min: 1},
 	"flush.ms":                                {kind: kindLong, def: "9223372036854775807", min: 0},
@@ -149,8 +149,12 @@ func validateConfig(name, value string) error {
 			return bad("not true or false")
 		}
 	case kindDouble:
-		if _, err := strconv.ParseFloat(value, 64); err != nil {
+		// The one double (min.cleanable.dirty.ratio) is a ratio: Kafka's
+		// ConfigDef range is [0, 1].
+		if f, err := strconv.ParseFloat(value, 64); err != nil {
 			return bad("not a number")
+		} else if f < 0 || f > 1 {
+			return bad("must be between 0 and 1")
 		}
 	case kindString, kindList:
 		if len(def.enum) == 0 {
@@ -235,9 +239,15 @@ func (b *Broker) logConfig(explicit map[string]string) (storage.LogConfig, error
 	lc.LogAppendTime = get("message.timestamp.type") == "LogAppendTime"
 	// A topic whose cleanup.policy does not include delete keeps its data
 	// (Kafka applies time and size retention only with delete).
-	if !contains(splitList(get("cleanup.policy")), "delete") {
+	policy := splitList(get("cleanup.policy"))
+	if !contains(policy, "delete") {
 		lc.RetentionMs, lc.RetentionBytes = -1, -1
 	}
+	lc.Compact = contains(policy, "compact")
+	lc.DeleteRetentionMs = num("delete.retention.ms")
+	lc.MinCompactionLagMs = num("min.compaction.lag.ms")
+	lc.MaxCompactionLagMs = num("max.compaction.lag.ms")
+	lc.MinCleanableDirtyRatio, _ = strconv.ParseFloat(strings.TrimSpace(get("min.cleanable.dirty.ratio")), 64)
 	return lc, nil
 }
 

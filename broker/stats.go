@@ -31,6 +31,13 @@ type PartitionStat struct {
 	LogStartOffset int64
 	LogEndOffset   int64 // the offset the next append gets
 	SizeBytes      int64 // bytes of all its segment files
+	// Compaction (cleanup.policy includes compact; cleaner.go): Compacted
+	// says whether the rest means anything.
+	Compacted      bool
+	DirtyRatio     float64 // uncleaned share of the cleanable log
+	CleanerRuns    int64   // cleanings since the broker opened
+	CleanerReclaim int64   // bytes those cleanings removed
+	KeylessRefused int64   // produces refused for a record without a key
 }
 
 // PartitionStats returns every partition's offsets and size, sorted by
@@ -40,13 +47,20 @@ func (b *Broker) PartitionStats() []PartitionStat {
 	ps := b.allPartitions()
 	out := make([]PartitionStat, 0, len(ps))
 	for _, p := range ps {
-		out = append(out, PartitionStat{
+		st := PartitionStat{
 			Topic:          p.t.name,
 			Partition:      p.idx,
 			LogStartOffset: p.log.LogStartOffset(),
 			LogEndOffset:   p.log.LogEndOffset(),
 			SizeBytes:      p.log.Size(),
-		})
+			Compacted:      p.log.Compacted(),
+		}
+		if st.Compacted {
+			cs := p.log.CleanerStats()
+			st.DirtyRatio, st.CleanerRuns, st.CleanerReclaim = cs.DirtyRatio, cs.Runs, cs.BytesReclaimed
+			st.KeylessRefused = cs.KeylessRefused
+		}
+		out = append(out, st)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Topic != out[j].Topic {

@@ -109,6 +109,11 @@ type Upstream struct {
 	// MetadataRefresh is how often the gateway refreshes its view of the
 	// upstream brokers.
 	MetadataRefresh Duration `yaml:"metadata_refresh"`
+	// ForwardUnknownAPIs relays requests the gateway cannot decode (keys
+	// newer than this build, up to 127; newer versions of keys whose
+	// responses carry no address) instead of closing the connection.
+	// Policy can still deny them by key number or the group "unknown".
+	ForwardUnknownAPIs bool `yaml:"forward_unknown_apis,omitempty"`
 }
 
 // UpstreamTLS configures TLS towards the upstream brokers. Files are PEM.
@@ -140,6 +145,12 @@ type Broker struct {
 	// Defaults are topic config defaults by Kafka name, stored in Kafka's
 	// own string form (see TopicConfigNames and CanonicalTopicConfig).
 	Defaults map[string]string `yaml:"defaults,omitempty"`
+	// CleanerDedupeBuffer bounds the log cleaner's key -> offset map
+	// (Kafka's log.cleaner.dedupe.buffer.size, 128MiB).
+	CleanerDedupeBuffer Size `yaml:"cleaner_dedupe_buffer"`
+	// CleanerBackoff is how often the log cleaner looks for compacted
+	// partitions to clean (log.cleaner.backoff.ms, 15s).
+	CleanerBackoff Duration `yaml:"cleaner_backoff"`
 }
 
 // Admin configures the HTTP admin server (/metrics, /healthz, /readyz,
@@ -161,6 +172,14 @@ type Limits struct {
 	MaxFrameBytes Size `yaml:"max_frame_bytes"`
 	// MaxPreauthFrameBytes caps frames before authentication completes.
 	MaxPreauthFrameBytes Size `yaml:"max_preauth_frame_bytes"`
+	// MaxRequestBytes caps the frames of every API but Produce (which
+	// alone may use MaxFrameBytes): no other request needs 100 MiB, and a
+	// Metadata of that size decodes into gigabytes.
+	MaxRequestBytes Size `yaml:"max_request_bytes"`
+	// MaxRequestBytesInFlight is the memory budget for request bodies
+	// held across all connections (Kafka's queued.max.request.bytes);
+	// when it is spent the gateway stops reading until requests finish.
+	MaxRequestBytesInFlight Size `yaml:"max_request_bytes_in_flight"`
 	// MaxConnections caps client connections across all listeners.
 	MaxConnections int `yaml:"max_connections"`
 	// MaxConnectionsPerAddress caps connections from one client IP; 0
@@ -203,12 +222,16 @@ const (
 	DefaultDataDir         = "./tollgate-data"
 	DefaultMaxFrameBytes   = 100 * MiB
 	DefaultMaxPreauthBytes = 512 * KiB
+	DefaultMaxRequestBytes = 8 * MiB
+	DefaultMaxInFlightMem  = 512 * MiB
 	DefaultMaxConnections  = 10000
 	DefaultMaxConnsPerAddr = 0 // no cap, as Kafka's max.connections.per.ip
 	DefaultMaxInFlight     = 100
 	DefaultDialTimeout     = Duration(10 * time.Second)
 	DefaultMetadataRefresh = Duration(30 * time.Second)
 	DefaultFsyncInterval   = Duration(50 * time.Millisecond)
+	DefaultCleanerDedupe   = Size(128 << 20)
+	DefaultCleanerBackoff  = Duration(15 * time.Second)
 	DefaultIdleTimeout     = Duration(10 * time.Minute)
 	DefaultFrameTimeout    = Duration(30 * time.Second)
 	DefaultDrainTimeout    = Duration(15 * time.Second)
@@ -228,11 +251,16 @@ func Default() *Config {
 			Fsync:            FsyncAlways,
 			FsyncInterval:    DefaultFsyncInterval,
 			AutoCreateTopics: true,
+
+			CleanerDedupeBuffer: DefaultCleanerDedupe,
+			CleanerBackoff:      DefaultCleanerBackoff,
 		},
 		Admin: Admin{Listen: DefaultAdminListen, UI: AdminUI{Enabled: true}},
 		Limits: Limits{
 			MaxFrameBytes:            DefaultMaxFrameBytes,
 			MaxPreauthFrameBytes:     DefaultMaxPreauthBytes,
+			MaxRequestBytes:          DefaultMaxRequestBytes,
+			MaxRequestBytesInFlight:  DefaultMaxInFlightMem,
 			MaxConnections:           DefaultMaxConnections,
 			MaxConnectionsPerAddress: DefaultMaxConnsPerAddr,
 			MaxInFlight:              DefaultMaxInFlight,

@@ -472,13 +472,21 @@ func TestCanonicalTopicConfig(t *testing.T) {
 		{"cleanup.policy", "", `"" is not one of delete, compact`},
 		{"message.timestamp.type", "createtime", "is not one of"},
 		{"retention.bytes", "-2", "-1 means no size limit"},
+		{"min.cleanable.dirty.ratio", "1.5", "not a ratio from 0 to 1"},
+		{"max.compaction.lag.ms", "0", "out of range 1-"},
 	} {
 		_, err := CanonicalTopicConfig(c.name, c.in)
 		if err == nil || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("CanonicalTopicConfig(%s, %q) error = %v; want %q", c.name, c.in, err, c.msg)
 		}
 	}
-	if n := TopicConfigNames(); len(n) != 8 || n[0] != "cleanup.policy" {
+	if got, err := CanonicalTopicConfig("min.compaction.lag.ms", "1h"); err != nil || got != "3600000" {
+		t.Errorf("min.compaction.lag.ms 1h = %q, %v", got, err)
+	}
+	if got, err := CanonicalTopicConfig("min.cleanable.dirty.ratio", " 0.25 "); err != nil || got != "0.25" {
+		t.Errorf("min.cleanable.dirty.ratio 0.25 = %q, %v", got, err)
+	}
+	if n := TopicConfigNames(); len(n) != 12 || n[0] != "cleanup.policy" {
 		t.Errorf("TopicConfigNames = %v", n)
 	}
 }

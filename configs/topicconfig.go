@@ -22,6 +22,10 @@ const (
 	TopicCleanupPolicy        = "cleanup.policy"
 	TopicMaxMessageBytes      = "max.message.bytes"
 	TopicMessageTimestampType = "message.timestamp.type"
+	TopicDeleteRetentionMs    = "delete.retention.ms"
+	TopicMinCompactionLagMs   = "min.compaction.lag.ms"
+	TopicMaxCompactionLagMs   = "max.compaction.lag.ms"
+	TopicMinCleanableRatio    = "min.cleanable.dirty.ratio"
 )
 
 type topicKind int
@@ -32,6 +36,7 @@ const (
 	kindBytes                  // bytes: integer, or a size string
 	kindEnum                   // one of enum
 	kindList                   // comma-separated subset of enum
+	kindRatio                  // a number from 0 to 1
 )
 
 type topicSpec struct {
@@ -58,6 +63,12 @@ var topicSpecs = map[string]topicSpec{
 	TopicCleanupPolicy: {kind: kindList, enum: []string{"delete", "compact"}},
 	// STRING in(CreateTime, LogAppendTime).
 	TopicMessageTimestampType: {kind: kindEnum, enum: []string{"CreateTime", "LogAppendTime"}},
+	// Compaction (cleanup.policy=compact). LONG atLeast(0), atLeast(0),
+	// atLeast(1); DOUBLE between(0, 1).
+	TopicDeleteRetentionMs:  {kind: kindMs, min: 0, max: math.MaxInt64},
+	TopicMinCompactionLagMs: {kind: kindMs, min: 0, max: math.MaxInt64},
+	TopicMaxCompactionLagMs: {kind: kindMs, min: 1, max: math.MaxInt64},
+	TopicMinCleanableRatio:  {kind: kindRatio},
 }
 
 // TopicConfigNames lists the names accepted in broker.defaults, sorted.
@@ -95,6 +106,12 @@ func CanonicalTopicConfig(name, value string) (string, error) {
 		return "", fmt.Errorf("%q is not one of %s", value, strings.Join(spec.enum, ", "))
 	case kindList:
 		return canonicalList(value, spec.enum)
+	case kindRatio:
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 || f > 1 {
+			return "", fmt.Errorf("%q is not a ratio from 0 to 1", value)
+		}
+		return strconv.FormatFloat(f, 'g', -1, 64), nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {

@@ -286,6 +286,10 @@ func (v *validator) broker() {
 		v.errf("broker.fsync", b.Fsync, "%q: want always, interval or never", b.Fsync)
 	}
 	v.positive("broker.fsync_interval", b.FsyncInterval)
+	v.positive("broker.cleaner_backoff", b.CleanerBackoff)
+	if b.CleanerDedupeBuffer < 1<<20 {
+		v.errf("broker.cleaner_dedupe_buffer", b.CleanerDedupeBuffer, "%s is below 1MiB (default %s)", b.CleanerDedupeBuffer, DefaultCleanerDedupe)
+	}
 	for _, k := range sortedKeys(b.Defaults) {
 		if _, err := CanonicalTopicConfig(k, b.Defaults[k]); err != nil {
 			v.errf("broker.defaults."+k, b.Defaults[k], "%s", err)
@@ -316,6 +320,14 @@ func (v *validator) limits() {
 		v.errf("limits.max_preauth_frame_bytes", l.MaxPreauthFrameBytes, "%s: want a size above zero", l.MaxPreauthFrameBytes)
 	case maxOK && l.MaxPreauthFrameBytes > l.MaxFrameBytes:
 		v.errf("limits.max_preauth_frame_bytes", l.MaxPreauthFrameBytes, "%s is larger than max_frame_bytes %s", l.MaxPreauthFrameBytes, l.MaxFrameBytes)
+	}
+	// Both are bounded by max_frame_bytes in the gateway: max_request_bytes
+	// is capped at it, the in-flight budget raised to it.
+	if l.MaxRequestBytes <= 0 {
+		v.errf("limits.max_request_bytes", l.MaxRequestBytes, "%s: want a size above zero", l.MaxRequestBytes)
+	}
+	if l.MaxRequestBytesInFlight <= 0 {
+		v.errf("limits.max_request_bytes_in_flight", l.MaxRequestBytesInFlight, "%s: want a size above zero", l.MaxRequestBytesInFlight)
 	}
 	if l.MaxConnections < 1 {
 		v.errf("limits.max_connections", l.MaxConnections, "%d: want at least 1", l.MaxConnections)

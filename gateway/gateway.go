@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,7 +21,6 @@ import (
 	"github.com/tollgate-kafka/tollgate/broker"
 	"github.com/tollgate-kafka/tollgate/configs"
 	"github.com/tollgate-kafka/tollgate/metrics"
-	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/proxy"
 	"github.com/tollgate-kafka/tollgate/webui"
 )
@@ -34,7 +34,7 @@ type Gateway struct {
 	Trail    *audit.Trail
 
 	cfg          *configs.Config
-	plan         *Plan // provisioned once; owned, closed with the gateway
+	plan         atomic.Pointer[Plan] // the plan in force (a reload swaps it); owned, closed with the gateway
 	log          *slog.Logger
 	admin        *metrics.AdminServer
 	console      *webui.Console // nil unless the admin server serves /ui/
@@ -82,7 +82,8 @@ func Open(plan *Plan, log *slog.Logger, opts ...Option) (*Gateway, error) {
 		o(&st)
 	}
 	cfg := plan.Config
-	g := &Gateway{cfg: cfg, plan: plan, log: log, Registry: prometheus.NewRegistry()}
+	g := &Gateway{cfg: cfg, log: log, Registry: prometheus.NewRegistry()}
+	g.plan.Store(plan)
 	g.Metrics = metrics.New(g.Registry)
 	aopts := []audit.Option{audit.WithLogger(log)}
 	var kafkaSink *audit.KafkaSink
@@ -188,7 +189,7 @@ func (g *Gateway) Close(ctx context.Context) error {
 	}
 	g.closeBackend()
 	g.Trail.Close()
-	g.plan.Close()
+	g.plan.Load().Close()
 	return err
 }
 
@@ -200,16 +201,17 @@ func (g *Gateway) Reload(file string) (err error) {
 	if err != nil {
 		return err
 	}
-	eng, warnings, err := policy.CompileFrom(g.Server.Policy(), cfg.Policy)
+	next, err := g.plan.Load().withPolicy(cfg, g.Server.Policy())
 	if err != nil {
 		return err
 	}
 	defer g.policy.installed(cfg.Policy, time.Now())
-	for _, w := range warnings {
+	for _, w := range next.Warnings {
 		g.log.Warn("policy", "warning", w.String())
 	}
-	g.Server.SetPolicy(eng)
-	g.log.Info("policy reloaded", "rules", eng.Rules())
+	g.Server.SetPolicy(next.Policy)
+	g.plan.Store(next)
+	g.log.Info("policy reloaded", "rules", next.Policy.Rules())
 	return nil
 }
 
@@ -258,7 +260,9 @@ func (s brokerStats) Partitions() []metrics.PartitionStat {
 	out := make([]metrics.PartitionStat, len(ps))
 	for i, p := range ps {
 		out[i] = metrics.PartitionStat{Topic: p.Topic, Partition: p.Partition,
-			LogStartOffset: p.LogStartOffset, LogEndOffset: p.LogEndOffset, SizeBytes: p.SizeBytes}
+			LogStartOffset: p.LogStartOffset, LogEndOffset: p.LogEndOffset, SizeBytes: p.SizeBytes,
+			Compacted: p.Compacted, DirtyRatio: p.DirtyRatio, CleanerRuns: p.CleanerRuns, CleanerReclaimedBytes: p.CleanerReclaim,
+			KeylessRefused: p.KeylessRefused}
 	}
 	return out
 }

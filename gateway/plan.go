@@ -72,6 +72,24 @@ func (p *Plan) provision(log *slog.Logger) error {
 	return err
 }
 
+// withPolicy provisions the plan a reload swaps in: this plan's
+// listeners, TLS, SASL, upstream and backend (a reload does not
+// re-provision them; they need a restart) with cfg's policy, compiled
+// from prev so that rate rules whose name and rate are unchanged keep
+// their budgets. The new plan shares what this one provisioned, so only
+// the plan in force is closed.
+func (p *Plan) withPolicy(cfg *configs.Config, prev *policy.Engine) (*Plan, error) {
+	eng, warnings, err := policy.CompileFrom(prev, cfg.Policy)
+	if err != nil {
+		return nil, err
+	}
+	c := *p.Config
+	c.Policy = cfg.Policy
+	next := *p
+	next.Config, next.Policy, next.Warnings = &c, eng, warnings
+	return &next, nil
+}
+
 // Close releases what provisioning started. It is safe to call more than
 // once.
 func (p *Plan) Close() {
@@ -89,6 +107,8 @@ func proxyOptions(cfg *configs.Config, log *slog.Logger) proxy.Options {
 		MaxConnections:           cfg.Limits.MaxConnections,
 		MaxConnectionsPerAddress: cfg.Limits.MaxConnectionsPerAddress,
 		MaxPreauthFrameBytes:     int32(min(int64(cfg.Limits.MaxPreauthFrameBytes), 1<<31-1)),
+		MaxRequestBytes:          int32(min(int64(cfg.Limits.MaxRequestBytes), 1<<31-1)),
+		MaxRequestBytesInFlight:  int64(cfg.Limits.MaxRequestBytesInFlight),
 		ConnectionRatePerAddress: float64(cfg.Limits.ConnectionRatePerAddress),
 		AuthFailuresPerAddress:   cfg.Limits.AuthFailuresPerAddress,
 		AuthLockout:              cfg.Limits.AuthLockout.D(),
@@ -144,6 +164,7 @@ func (p *Plan) listener(l *configs.Listener, log *slog.Logger) (proxy.ListenerOp
 func (p *Plan) upstream() error {
 	u := p.Config.Upstream
 	p.proxy.Bootstrap = u.Bootstrap
+	p.proxy.ForwardUnknownAPIs = u.ForwardUnknownAPIs
 	p.proxy.DialTimeout = u.DialTimeout.D()
 	p.proxy.MetadataRefresh = u.MetadataRefresh.D()
 	if u.TLS != nil {
@@ -184,6 +205,9 @@ func brokerConfig(cfg *configs.Config, log *slog.Logger) (*broker.Config, error)
 		FsyncInterval:    cfg.Broker.FsyncInterval.D(),
 		AutoCreateTopics: cfg.Broker.AutoCreateTopics,
 		TopicDefaults:    cfg.Broker.Defaults,
-		Logger:           log,
+
+		CleanerDedupeBufferBytes: int64(cfg.Broker.CleanerDedupeBuffer),
+		CleanerBackoff:           cfg.Broker.CleanerBackoff.D(),
+		Logger:                   log,
 	}, nil
 }

@@ -14,6 +14,13 @@ type PartitionStat struct {
 	LogStartOffset int64
 	LogEndOffset   int64
 	SizeBytes      int64
+	// Compacted partitions (cleanup.policy includes compact) also report
+	// the log cleaner's state.
+	Compacted             bool
+	DirtyRatio            float64
+	CleanerRuns           int64
+	CleanerReclaimedBytes int64
+	KeylessRefused        int64 // produces refused for a record without a key
 }
 
 // GroupLag is one committed offset of a consumer group, with the group's
@@ -56,6 +63,14 @@ var (
 		"Built-in broker: members of a consumer group.", []string{"group"}, nil)
 	descTxns = prometheus.NewDesc("tollgate_broker_active_transactions",
 		"Built-in broker: transactions begun and not yet committed or aborted.", nil, nil)
+	descDirty = prometheus.NewDesc("tollgate_broker_log_dirty_ratio",
+		"Built-in broker: share of a compacted partition's cleanable log not yet compacted (cleaning starts at min.cleanable.dirty.ratio).", []string{"topic", "partition"}, nil)
+	descCleanRuns = prometheus.NewDesc("tollgate_broker_log_cleaner_runs_total",
+		"Built-in broker: log cleanings of a compacted partition since the broker started.", []string{"topic", "partition"}, nil)
+	descCleanBytes = prometheus.NewDesc("tollgate_broker_log_cleaner_reclaimed_bytes_total",
+		"Built-in broker: bytes the log cleaner removed from a compacted partition since the broker started.", []string{"topic", "partition"}, nil)
+	descKeyless = prometheus.NewDesc("tollgate_broker_compacted_keyless_refused_total",
+		"Built-in broker: produces to a compacted partition refused for a record without a key (INVALID_RECORD).", []string{"topic", "partition"}, nil)
 	descTrunc = prometheus.NewDesc("tollgate_broker_series_truncated",
 		"1 when the last scrape left out partitions or groups beyond the series cap.", nil, nil)
 )
@@ -65,7 +80,7 @@ type brokerCollector struct {
 }
 
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range append([]*prometheus.Desc{descLEO, descLSO, descSize, descLag, descMembers, descTxns, descTrunc}, shareDescs...) {
+	for _, d := range append([]*prometheus.Desc{descLEO, descLSO, descSize, descDirty, descCleanRuns, descCleanBytes, descKeyless, descLag, descMembers, descTxns, descTrunc}, shareDescs...) {
 		ch <- d
 	}
 }
@@ -86,6 +101,12 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descLEO, prometheus.GaugeValue, float64(ps.LogEndOffset), ps.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descLSO, prometheus.GaugeValue, float64(ps.LogStartOffset), ps.Topic, part)
 		ch <- prometheus.MustNewConstMetric(descSize, prometheus.GaugeValue, float64(ps.SizeBytes), ps.Topic, part)
+		if ps.Compacted {
+			ch <- prometheus.MustNewConstMetric(descDirty, prometheus.GaugeValue, ps.DirtyRatio, ps.Topic, part)
+			ch <- prometheus.MustNewConstMetric(descCleanRuns, prometheus.CounterValue, float64(ps.CleanerRuns), ps.Topic, part)
+			ch <- prometheus.MustNewConstMetric(descCleanBytes, prometheus.CounterValue, float64(ps.CleanerReclaimedBytes), ps.Topic, part)
+			ch <- prometheus.MustNewConstMetric(descKeyless, prometheus.CounterValue, float64(ps.KeylessRefused), ps.Topic, part)
+		}
 	}
 	lags := s.GroupLag()
 	if len(lags) > maxBrokerSeries {

@@ -105,7 +105,8 @@ func mustValue(t *testing.T, fams map[string]*dto.MetricFamily, want float64, na
 type fakeBroker struct{}
 
 func (fakeBroker) Partitions() []PartitionStat {
-	return []PartitionStat{{Topic: "orders", Partition: 0, LogStartOffset: 5, LogEndOffset: 42, SizeBytes: 4096}}
+	return []PartitionStat{{Topic: "orders", Partition: 0, LogStartOffset: 5, LogEndOffset: 42, SizeBytes: 4096},
+		{Topic: "state", Partition: 1, Compacted: true, DirtyRatio: 0.25, CleanerRuns: 3, CleanerReclaimedBytes: 9000, KeylessRefused: 2}}
 }
 func (fakeBroker) GroupLag() []GroupLag {
 	return []GroupLag{{Group: "billing", Topic: "orders", Partition: 0, Lag: 7, Members: 3}}
@@ -176,6 +177,17 @@ func TestCountersMatchCalls(t *testing.T) {
 	mustValue(t, f, 42, "tollgate_broker_log_end_offset", "topic", "orders", "partition", "0")
 	mustValue(t, f, 5, "tollgate_broker_log_start_offset", "topic", "orders", "partition", "0")
 	mustValue(t, f, 4096, "tollgate_broker_log_size_bytes", "topic", "orders", "partition", "0")
+	mustValue(t, f, 0.25, "tollgate_broker_log_dirty_ratio", "topic", "state", "partition", "1")
+	mustValue(t, f, 3, "tollgate_broker_log_cleaner_runs_total", "topic", "state", "partition", "1")
+	mustValue(t, f, 9000, "tollgate_broker_log_cleaner_reclaimed_bytes_total", "topic", "state", "partition", "1")
+	mustValue(t, f, 2, "tollgate_broker_compacted_keyless_refused_total", "topic", "state", "partition", "1")
+	for _, m := range f["tollgate_broker_log_dirty_ratio"].GetMetric() {
+		for _, lp := range m.GetLabel() {
+			if lp.GetValue() == "orders" {
+				t.Error("dirty ratio exported for a partition that is not compacted")
+			}
+		}
+	}
 	mustValue(t, f, 7, "tollgate_broker_consumer_group_lag", "group", "billing", "topic", "orders", "partition", "0")
 	mustValue(t, f, 3, "tollgate_broker_consumer_group_members", "group", "billing")
 	mustValue(t, f, 2, "tollgate_broker_active_transactions")

@@ -37,11 +37,23 @@ type Options struct {
 	// closing it mid-request.
 	UpstreamAuth func(ctx context.Context, conn net.Conn, addr string) (time.Duration, error)
 
+	// ForwardUnknownAPIs relays (as bytes) requests the gateway cannot
+	// decode: keys newer than this build and newer versions of keys whose
+	// responses carry no address. Off: they close the connection (unknown.go).
+	ForwardUnknownAPIs bool
+
 	// Local is the built-in broker; used when Bootstrap is empty.
 	Local Local
 
 	MaxFrameBytes        int32
 	MaxPreauthFrameBytes int32 // frame limit before SASL authentication completes
+	// MaxRequestBytes caps the frames of every API but Produce, which
+	// alone may use MaxFrameBytes (body.go).
+	MaxRequestBytes int32
+	// MaxRequestBytesInFlight is the budget of request bytes held in
+	// memory across all connections (Kafka's queued.max.request.bytes);
+	// at least MaxFrameBytes, so one frame always fits.
+	MaxRequestBytesInFlight int64
 	// MaxConnections caps client connections across listeners, and
 	// MaxConnectionsPerAddress those from one IP; 0 means no cap. A
 	// connection over a cap is closed at once (Kafka's max.connections and
@@ -105,6 +117,14 @@ type ListenerOptions struct {
 	SNI *SNIOptions
 }
 
+// Defaults of the request bounds (body.go). 8 MiB holds a Metadata or
+// Fetch naming 100,000 partitions several times over, and a SyncGroup of
+// a large group; Produce alone may use MaxFrameBytes.
+const (
+	DefaultMaxRequestBytes         = 8 << 20
+	DefaultMaxRequestBytesInFlight = 512 << 20
+)
+
 func (o *Options) setDefaults() {
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = 10 * time.Second
@@ -115,6 +135,14 @@ func (o *Options) setDefaults() {
 	if o.MaxFrameBytes <= 0 {
 		o.MaxFrameBytes = 100 << 20
 	}
+	if o.MaxRequestBytes <= 0 {
+		o.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	o.MaxRequestBytes = min(o.MaxRequestBytes, o.MaxFrameBytes)
+	if o.MaxRequestBytesInFlight <= 0 {
+		o.MaxRequestBytesInFlight = DefaultMaxRequestBytesInFlight
+	}
+	o.MaxRequestBytesInFlight = max(o.MaxRequestBytesInFlight, int64(o.MaxFrameBytes))
 	if o.MaxPreauthFrameBytes <= 0 {
 		o.MaxPreauthFrameBytes = 512 << 10 // Kafka's sasl.server.max.receive.size
 	}

@@ -63,6 +63,8 @@ type Server struct {
 	policy       atomic.Pointer[policy.Engine] // nil: no policy
 	discoveryErr atomic.Pointer[error]         // outcome of the last broker discovery (upstream mode)
 	names        topicNames                    // topic id -> name, from Metadata responses
+
+	budget *byteBudget // request bytes in flight across every session (body.go)
 }
 
 // listener is one client-facing listener: its bootstrap port plus, in
@@ -93,6 +95,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.guard = newAddrGuard(opts.ConnectionRatePerAddress, opts.AuthFailuresPerAddress, opts.AuthLockout)
 	s.noisy = lograte.New(opts.Logger, lograte.Options{Interval: opts.LogSummaryInterval})
+	s.budget = newByteBudget(opts.MaxRequestBytesInFlight, opts.Hooks)
 	return s, nil
 }
 

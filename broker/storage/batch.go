@@ -137,13 +137,30 @@ func checkCounts(h *batchHeader) error {
 	return nil
 }
 
+// checkStoredCounts is checkCounts for a batch read back from a segment;
+// cleaned accepts a compacted batch (fewer records than offsets, maybe
+// none: cleaner.go).
+func checkStoredCounts(h *batchHeader, cleaned bool) error {
+	if !cleaned {
+		return checkCounts(h)
+	}
+	if h.numRecords < 0 || h.lastOffsetDelta < 0 || int64(h.numRecords) > int64(h.lastOffsetDelta)+1 {
+		return fmt.Errorf("%w: LastOffsetDelta %d with NumRecords %d", ErrInvalidRecord, h.lastOffsetDelta, h.numRecords)
+	}
+	if h.compression() > 4 {
+		return fmt.Errorf("%w: unknown compression codec %d", ErrInvalidRecord, h.compression())
+	}
+	return nil
+}
+
 // incoming is one validated batch of an Append, located in the caller's buffer.
 type incoming struct {
 	h   batchHeader
 	buf []byte // exactly the batch's bytes
 }
 
-// splitBatches validates every batch of a produce and, for LogAppendTime
+// splitBatches validates every batch of a produce, its records included
+// (records.go), and, for LogAppendTime
 // topics, stamps them (the only rewrite that needs a new CRC). It runs
 // before the log lock is taken: CRC work is the expensive part of an append.
 func splitBatches(b []byte, cfg *LogConfig, o *AppendOptions) ([]incoming, error) {
@@ -171,6 +188,9 @@ func splitBatches(b []byte, cfg *LogConfig, o *AppendOptions) ([]incoming, error
 			return nil, fmt.Errorf("%w: producer id %d with epoch %d and sequence %d", ErrInvalidRecord, h.producerID, h.producerEpoch, h.baseSequence)
 		}
 		buf := b[:h.size()]
+		if err := walkRecords(buf, &h, keyCheck(cfg)); err != nil {
+			return nil, err
+		}
 		if cfg.LogAppendTime {
 			stampLogAppendTime(buf, o.Now.UnixMilli())
 			h = parseHeader(buf)

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -73,6 +74,24 @@ type LogConfig struct {
 	// the only case where a stored batch differs from the produced one
 	// beyond BaseOffset and PartitionLeaderEpoch.
 	LogAppendTime bool
+
+	// Compaction (cleanup.policy containing compact; see cleaner.go).
+	// Retention still applies through RetentionMs/RetentionBytes, which the
+	// broker sets to -1 unless the policy also contains delete.
+	Compact bool
+	// MinCleanableDirtyRatio is min.cleanable.dirty.ratio (0.5): clean once
+	// the dirty bytes are at least this share of the cleanable log.
+	MinCleanableDirtyRatio float64
+	// MinCompactionLagMs is min.compaction.lag.ms (0): a segment holding a
+	// record younger than this is not cleaned yet.
+	MinCompactionLagMs int64
+	// MaxCompactionLagMs is max.compaction.lag.ms (MaxInt64): a dirty
+	// segment older than this is cleaned whatever the dirty ratio.
+	MaxCompactionLagMs int64
+	// DeleteRetentionMs is delete.retention.ms (1 day): how long a
+	// tombstone (or a transaction marker with nothing left to mark) stays
+	// after the cleaning that first found it removable (KIP-534).
+	DeleteRetentionMs int64
 }
 
 const (
@@ -81,6 +100,8 @@ const (
 	defaultSegmentMs     = 7 * 24 * 60 * 60 * 1000
 	defaultMaxMessage    = 1048588
 	defaultIndexInterval = 4096
+	defaultDirtyRatio    = 0.5
+	defaultDeleteRetain  = 24 * 60 * 60 * 1000
 )
 
 // DefaultLogConfig returns Kafka's defaults (retention.ms is Kafka's 7 days).
@@ -92,6 +113,10 @@ func DefaultLogConfig() LogConfig {
 		RetentionBytes:     -1,
 		MaxMessageBytes:    defaultMaxMessage,
 		IndexIntervalBytes: defaultIndexInterval,
+
+		MinCleanableDirtyRatio: defaultDirtyRatio,
+		MaxCompactionLagMs:     math.MaxInt64,
+		DeleteRetentionMs:      defaultDeleteRetain,
 	}
 }
 
@@ -111,5 +136,13 @@ func (c LogConfig) normalized() LogConfig {
 	if c.IndexIntervalBytes <= 0 {
 		c.IndexIntervalBytes = defaultIndexInterval
 	}
+	if c.MinCleanableDirtyRatio < 0 || c.MinCleanableDirtyRatio > 1 {
+		c.MinCleanableDirtyRatio = defaultDirtyRatio
+	}
+	if c.MaxCompactionLagMs <= 0 {
+		c.MaxCompactionLagMs = math.MaxInt64
+	}
+	c.MinCompactionLagMs = max(c.MinCompactionLagMs, 0)
+	c.DeleteRetentionMs = max(c.DeleteRetentionMs, 0)
 	return c
 }

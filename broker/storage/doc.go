@@ -8,7 +8,8 @@
 // compressed. Fetch is served from the segment files with sendfile(2)
 // (ReadResult.WriteTo), never through the Go heap. The one exception is a
 // LogAppendTime topic, whose batches get the timestamp attribute and
-// MaxTimestamp set and their CRC recomputed, as Kafka does.
+// MaxTimestamp set and their CRC recomputed, as Kafka does, and batches the
+// log cleaner rewrites on a compacted log (cleaner.go).
 //
 // Layout of a partition directory (the broker names it <topic>-<partition>):
 //
@@ -17,6 +18,8 @@
 //	00000000000000000000.timeindex  sparse time index
 //	log-start-offset                persisted log start (DeleteRecords, retention)
 //	recovery-checkpoint             last fsynced point + producer state (recover.go)
+//	cleaner-offset                  compacted logs: end of the last cleaning (cleaner.go)
+//	cleaner-swap                    only while cleaned segments are swapped in (cleanswap.go)
 //
 // Small files are replaced with write-temp, fsync, rename, fsync(dir).
 //

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -15,7 +16,8 @@ import (
 // checkpoint writes and the bytes of a Read never do (design rule: slow
 // work happens outside the owner's lock).
 //
-// Lock order: Log.flushMu, then Log.mu, then segment.loadMu.
+// Lock order: Log.swapMu, then Log.flushMu, then Log.mu, then
+// segment.loadMu.
 type Log struct {
 	dir    string
 	syncer *Syncer // nil: nobody fsyncs except rolls and Close
@@ -51,6 +53,19 @@ type Log struct {
 	recoveredBytes int64 // bytes verified by the last recovery (tests)
 
 	retaining atomic.Bool // a roll-time retention pass is running
+
+	// Compaction (cleaner.go). swapMu is held while cleaned segments
+	// replace old ones, and by retention and DeleteRecords, which remove
+	// leading segments; cleaning itself runs without it.
+	swapMu         sync.Mutex
+	cleaning       atomic.Bool // one cleaning at a time
+	firstDirty     int64       // end of the last cleaning; guarded by mu
+	horizonNext    int64       // earliest future delete horizon kept (0 none); guarded by mu
+	cleanBroken    error       // a failed swap: no more cleaning until reopened; guarded by mu
+	cleanRuns      atomic.Int64
+	cleanReclaimed atomic.Int64
+	cleanHook      func(stage string) error // tests: stop a run at a stage
+	keylessRefused atomic.Int64             // produces refused with ErrKeyless
 }
 
 type pendingAck struct {
@@ -144,6 +159,9 @@ func (l *Log) Append(batches []byte, o AppendOptions) (AppendResult, <-chan erro
 	l.mu.RUnlock()
 	in, err := splitBatches(batches, &cfg, &o)
 	if err != nil {
+		if errors.Is(err, ErrKeyless) {
+			l.keylessRefused.Add(1)
+		}
 		return res, nil, err
 	}
 	if len(in) > 1 {
@@ -582,6 +600,8 @@ func (l *Log) sizeLocked() int64 {
 // state, and closes the files. Reads still holding sections keep their
 // segments open until Release.
 func (l *Log) Close() error {
+	l.swapMu.Lock()
+	defer l.swapMu.Unlock()
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()

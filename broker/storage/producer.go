@@ -169,3 +169,21 @@ func (ps *producerState) clone() producerState {
 	}
 	return c
 }
+
+// lastDataOffsets maps every tracked producer to the last offset of its
+// last data batch (the batch the cleaner keeps, maybe empty, so the
+// producer's sequence survives; Kafka's lastRecordsOfActiveProducers).
+func (ps *producerState) lastDataOffsets() map[int64]int64 {
+	out := make(map[int64]int64, len(ps.entries))
+	for pid, e := range ps.entries {
+		if n := len(e.batches); n > 0 {
+			b := e.batches[n-1]
+			delta := int64(b.lastSeq) - int64(b.firstSeq)
+			if delta < 0 { // the sequence wrapped past MaxInt32
+				delta += math.MaxInt32 + 1
+			}
+			out[pid] = b.base + delta
+		}
+	}
+	return out
+}

@@ -21,7 +21,7 @@ import (
 // whole and not read at all (their indexes load lazily on first read); the
 // checkpoint segment's prefix is trusted and its index entries below the
 // point are kept. Only the bytes after the point are verified batch by
-// batch (length, magic, CRC-32C, contiguous offsets) and their index
+// batch (length, magic, CRC-32C, the records inside, contiguous offsets) and their index
 // entries and producer state rebuilt; the first batch that fails ends the
 // log there, the file is cut, and any later segment is removed (it cannot
 // follow a hole). So start-up reads what was written since the last
@@ -34,6 +34,13 @@ import (
 const scanWholeLimit = 1 << 20
 
 func (l *Log) recover() error {
+	if err := l.recoverSwap(); err != nil {
+		return err
+	}
+	var err error
+	if l.firstDirty, l.horizonNext, err = readCleanerOffset(l.dir); err != nil {
+		l.logger.Warn("ignoring cleaner offset file; the next cleaning starts from the log start", "err", err)
+	}
 	bases, err := l.listSegments()
 	if err != nil {
 		return err
@@ -78,7 +85,10 @@ func (l *Log) recover() error {
 			return err
 		}
 		last := i == len(bases)-1
-		if ck != nil && base < ck.segBase && !last {
+		// Trusted whole: segments that end before the checkpoint's. (A
+		// cleaned segment may have merged the checkpoint's segment into
+		// one with a lower base; it is verified and replayed then.)
+		if ck != nil && !last && bases[i+1] <= ck.segBase {
 			seg.size, seg.synced, seg.next = size, size, bases[i+1]
 			seg.readLastTimeEntry()
 			continue
@@ -95,13 +105,15 @@ func (l *Log) recover() error {
 			l.logger.Warn("segment is shorter than its checkpoint; verifying it whole", "segment", base, "size", size, "checkpoint", ck.pos)
 		}
 		seg.loaded = true
-		intact, err := l.scan(seg, start, next, size, replayFrom)
+		intact, err := l.scan(seg, start, next, size, replayFrom, !last)
 		if err != nil {
 			return err
 		}
-		if !last && seg.next != bases[i+1] {
+		if !last && seg.next > bases[i+1] {
 			intact = false
-			l.logger.Warn("segment does not end where the next begins; dropping the later segments", "segment", base, "next", seg.next, "following", bases[i+1])
+			l.logger.Warn("segment runs past where the next begins; dropping the later segments", "segment", base, "next", seg.next, "following", bases[i+1])
+		} else if !last {
+			seg.next = bases[i+1] // a cleaned segment may end in a gap
 		}
 		if !intact {
 			for _, b := range bases[i+1:] {
@@ -213,8 +225,11 @@ func (l *Log) listSegments() ([]int64, error) {
 // scan verifies seg's batches from pos (whose first offset must be next)
 // to fileSize, rebuilding index entries and replaying producer state for
 // batches at or after replayFrom. It cuts the file at the first bad batch
-// and reports whether the segment was intact.
-func (l *Log) scan(seg *segment, pos, next, fileSize, replayFrom int64) (bool, error) {
+// and reports whether the segment was intact. cleaned allows what log
+// compaction leaves (cleaner.go): gaps between offsets and batches with
+// fewer records than offsets; the active segment is never cleaned, so it
+// gets the strict checks.
+func (l *Log) scan(seg *segment, pos, next, fileSize, replayFrom int64, cleaned bool) (bool, error) {
 	seg.size, seg.next = pos, next
 	r := bufio.NewReaderSize(io.NewSectionReader(seg.f, pos, fileSize-pos), 256<<10)
 	var hdr [batchHeaderSize]byte
@@ -252,11 +267,15 @@ func (l *Log) scan(seg *segment, pos, next, fileSize, replayFrom int64) (bool, e
 			reason = fmt.Sprintf("CRC mismatch in batch at offset %d", h.baseOffset)
 			break
 		}
-		if err := checkCounts(&h); err != nil {
+		if err := checkStoredCounts(&h, cleaned); err != nil {
 			reason = err.Error()
 			break
 		}
-		if h.baseOffset != next {
+		if err := l.checkRecords(seg, pos, batch, &h, cleaned); err != nil {
+			reason = err.Error()
+			break
+		}
+		if h.baseOffset != next && !(cleaned && h.baseOffset > next) {
 			reason = fmt.Sprintf("batch offset %d, expected %d", h.baseOffset, next)
 			break
 		}
@@ -281,6 +300,18 @@ func (l *Log) scan(seg *segment, pos, next, fileSize, replayFrom int64) (bool, e
 		return false, err
 	}
 	return false, nil
+}
+
+// checkRecords walks the records of a batch recovery has verified the CRC
+// of, as produce does (records.go): a batch whose records disagree with its
+// header ends the log like a torn one. cleaned accepts a compacted batch
+// (cleaner.go). batch is nil for a batch larger than
+// scanWholeLimit, which is streamed from the file.
+func (l *Log) checkRecords(seg *segment, pos int64, batch []byte, h *batchHeader, cleaned bool) error {
+	if batch != nil {
+		return walkRecordsAs(batch, h, cleaned, nil)
+	}
+	return walkStream(io.NewSectionReader(seg.f, pos+batchHeaderSize, int64(h.size())-batchHeaderSize), h, cleaned, nil)
 }
 
 // removeFiles deletes a segment's files by name (no open descriptor).

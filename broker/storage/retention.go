@@ -11,6 +11,8 @@ import (
 // below the new start are unreadable at once even where their segment
 // stays (Kafka deletes only whole segments too).
 func (l *Log) DeleteRecords(before int64) (int64, error) {
+	l.swapMu.Lock()
+	defer l.swapMu.Unlock()
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -73,6 +75,8 @@ func (l *Log) dropBelowStartLocked() error {
 // runs it in the background whenever a segment rolls (retainSoon); the
 // broker also runs it on a timer for time-based retention of idle logs.
 func (l *Log) ApplyRetention(now time.Time) error {
+	l.swapMu.Lock()
+	defer l.swapMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
