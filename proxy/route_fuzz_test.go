@@ -175,3 +175,29 @@ func TestMergeThrottle(t *testing.T) {
 		t.Errorf("produce throttle %d, want 50", got)
 	}
 }
+
+// TestIntersectVersions: a key every broker offers survives at the
+// versions all serve; a key one broker lacks, or whose ranges do not
+// meet, is dropped; keys single-port does not serve are dropped.
+func TestIntersectVersions(t *testing.T) {
+	mk := func(keys ...[3]int16) *kmsg.ApiVersionsResponse {
+		r := kmsg.NewPtrApiVersionsResponse()
+		for _, k := range keys {
+			r.ApiKeys = append(r.ApiKeys, kmsg.ApiVersionsResponseApiKey{ApiKey: k[0], MinVersion: k[1], MaxVersion: k[2]})
+		}
+		return r
+	}
+	out := intersectVersions(map[int32]kmsg.Response{
+		0: mk([3]int16{0, 3, 11}, [3]int16{1, 4, 16}, [3]int16{3, 0, 12}, [3]int16{4, 0, 7}),
+		1: mk([3]int16{0, 3, 9}, [3]int16{1, 4, 13}, [3]int16{4, 0, 7}),
+		2: mk([3]int16{0, 5, 12}, [3]int16{1, 14, 17}, [3]int16{3, 1, 12}, [3]int16{4, 0, 7}),
+	})
+	got := map[int16][2]int16{}
+	for _, k := range out.ApiKeys {
+		got[k.ApiKey] = [2]int16{k.MinVersion, k.MaxVersion}
+	}
+	want := map[int16][2]int16{0: {5, 9}} // Fetch 14-13 empty; Metadata missing on 1; LeaderAndIsr internal
+	if len(got) != len(want) || got[0] != want[0] {
+		t.Errorf("intersection %v, want %v", got, want)
+	}
+}

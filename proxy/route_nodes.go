@@ -1,6 +1,9 @@
 package proxy
 
 import (
+	"fmt"
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate-kafka/tollgate/apis"
@@ -137,16 +140,7 @@ func (t *tunnel) answerGateway(req kmsg.Request, rep reply) error {
 		}
 		return nil
 	case *kmsg.ApiVersionsRequest:
-		node, err := t.view.anyBroker()
-		if err != nil {
-			return err
-		}
-		// The client names the node it believes it reached (v5+): the
-		// virtual one, which no upstream broker is; ask as a bootstrap
-		// connection does.
-		c := *r
-		c.ClusterID, c.NodeID = nil, -1
-		return t.one(node, &c, rep, func(resp kmsg.Response) { routableVersions(resp.(*kmsg.ApiVersionsResponse)) })
+		return t.apiVersions(r, rep)
 	}
 	return badRequest(closeUnsupported, "%s: SASL must be terminated at a single-port listener (listeners[].sasl)", apiName(req.Key()))
 }
@@ -199,4 +193,70 @@ func routableVersions(r *kmsg.ApiVersionsResponse) {
 		}
 	}
 	r.ApiKeys = keep
+}
+
+// apiVersions asks every known broker (a rolling upgrade may leave them
+// on different versions) and answers the intersection, limited to the
+// keys single-port serves; the write side then clamps it to what this
+// build decodes. The client names the node it believes it reached (v5+):
+// the virtual one, which no upstream broker is, so each is asked as a
+// bootstrap connection asks.
+func (t *tunnel) apiVersions(r *kmsg.ApiVersionsRequest, rep reply) error {
+	parts := map[int32]kmsg.Request{}
+	for _, n := range t.s.srv.nodes.list() {
+		c := *r
+		c.ClusterID, c.NodeID = nil, -1
+		parts[n] = &c
+	}
+	if len(parts) == 0 {
+		return fmt.Errorf("no upstream broker known yet")
+	}
+	return t.scatter(parts, rep, func(m map[int32]kmsg.Response) (kmsg.Response, error) {
+		return intersectVersions(m), nil
+	})
+}
+
+// intersectVersions merges ApiVersions answers: a key every broker
+// offers, at the versions all of them serve. An error answer (an
+// unsupported request version, KIP-511) is passed on as it is.
+func intersectVersions(m map[int32]kmsg.Response) *kmsg.ApiVersionsResponse {
+	var out *kmsg.ApiVersionsResponse
+	nodes := make([]int32, 0, len(m))
+	for n := range m {
+		nodes = append(nodes, n)
+	}
+	slices.Sort(nodes)
+	for _, n := range nodes {
+		r := m[n].(*kmsg.ApiVersionsResponse)
+		if r.ErrorCode != 0 {
+			return r
+		}
+		if out == nil {
+			out = r
+			continue
+		}
+		out.ThrottleMillis = max(out.ThrottleMillis, r.ThrottleMillis)
+		out.ApiKeys = intersectKeys(out.ApiKeys, r.ApiKeys)
+	}
+	routableVersions(out)
+	return out
+}
+
+func intersectKeys(a, b []kmsg.ApiVersionsResponseApiKey) []kmsg.ApiVersionsResponseApiKey {
+	byKey := make(map[int16]kmsg.ApiVersionsResponseApiKey, len(b))
+	for _, k := range b {
+		byKey[k.ApiKey] = k
+	}
+	keep := a[:0]
+	for _, k := range a {
+		o, ok := byKey[k.ApiKey]
+		if !ok {
+			continue
+		}
+		k.MinVersion, k.MaxVersion = max(k.MinVersion, o.MinVersion), min(k.MaxVersion, o.MaxVersion)
+		if k.MinVersion <= k.MaxVersion {
+			keep = append(keep, k)
+		}
+	}
+	return keep
 }
