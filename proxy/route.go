@@ -185,42 +185,78 @@ func (t *tunnel) conn(node int32) (*brokerConn, error) {
 
 // scatter sends parts (node → request) and, when every answer is in,
 // calls merge and delivers its result. merge is not called for a request
-// that gets no answer (rep nil).
+// that gets no answer (rep nil). A part that fails (no connection, or
+// the connection broke) closes the client connection.
 func (t *tunnel) scatter(parts map[int32]kmsg.Request, rep reply, merge func(map[int32]kmsg.Response) (kmsg.Response, error)) error {
+	return t.scatterParts(parts, rep, merge, false)
+}
+
+// scatterPartial is scatter for requests whose merge answers a missing
+// part's partitions with a retriable error (Produce, Fetch): a broker
+// that cannot be reached costs the client a retry of those partitions,
+// not its connection.
+func (t *tunnel) scatterPartial(parts map[int32]kmsg.Request, rep reply, merge func(map[int32]kmsg.Response) (kmsg.Response, error)) error {
+	return t.scatterParts(parts, rep, merge, true)
+}
+
+func (t *tunnel) scatterParts(parts map[int32]kmsg.Request, rep reply, merge func(map[int32]kmsg.Response) (kmsg.Response, error), partial bool) error {
 	if len(parts) == 0 {
 		return fmt.Errorf("internal: %w", errNoParts)
 	}
-	var mu sync.Mutex
-	got := make(map[int32]kmsg.Response, len(parts))
-	var firstErr error
-	left := atomic.Int32{}
-	left.Store(int32(len(parts)))
+	g := &gather{got: make(map[int32]kmsg.Response, len(parts)), rep: rep, merge: merge, partial: partial}
+	g.left.Store(int32(len(parts)))
 	for node, req := range parts {
-		bc, err := t.conn(node)
-		if err != nil {
-			return err
-		}
 		call := &partCall{node: node, req: req}
-		call.done = func() {
-			mu.Lock()
-			if call.err != nil && firstErr == nil {
-				firstErr = call.err
-			}
-			got[call.node] = call.resp
-			mu.Unlock()
-			if left.Add(-1) == 0 {
-				if firstErr != nil {
-					rep(nil, firstErr)
-					return
-				}
-				rep(merge(got))
-			}
+		call.done = func() { g.finish(t, call.node, call.resp, call.err) }
+		bc, err := t.conn(node)
+		queued := false
+		if err == nil {
+			queued, err = bc.send(call, rep != nil)
 		}
-		if err := bc.send(call, rep != nil); err != nil {
+		switch {
+		case err == nil:
+		case !partial:
 			return err
+		case !queued && rep != nil:
+			g.finish(t, node, nil, err)
 		}
 	}
 	return nil
+}
+
+// gather collects the answers of one scattered request.
+// Ownership: shared by the parts' done callbacks (reader goroutines);
+// got and firstErr behind mu; the last finish delivers.
+type gather struct {
+	mu       sync.Mutex
+	got      map[int32]kmsg.Response
+	firstErr error
+	left     atomic.Int32
+	rep      reply
+	merge    func(map[int32]kmsg.Response) (kmsg.Response, error)
+	partial  bool
+}
+
+func (g *gather) finish(t *tunnel, node int32, resp kmsg.Response, err error) {
+	g.mu.Lock()
+	switch {
+	case err == nil:
+		g.got[node] = resp
+	case g.partial:
+		t.view.invalidate(true, nil)
+		t.s.srv.noisy.Warn("single_port_part_failed", t.s.remote, "single-port: an upstream broker did not answer; its part is answered as unavailable (retriable)", "node", node, "err", err)
+	case g.firstErr == nil:
+		g.firstErr = err
+	}
+	g.mu.Unlock()
+	if g.left.Add(-1) != 0 {
+		return
+	}
+	if g.firstErr != nil {
+		g.rep(nil, g.firstErr)
+		return
+	}
+	g.rep(g.merge(g.got))
 }
 
 // one sends the whole request to node; post may adjust the answer.

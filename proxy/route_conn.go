@@ -61,11 +61,13 @@ func newBrokerConn(node int32, c net.Conn, clientID string) *brokerConn {
 }
 
 // send writes call's request; a request that gets no answer (Produce
-// acks=0) is written with call.done nil and never queued.
-func (b *brokerConn) send(call *partCall, expectResponse bool) error {
+// acks=0) is written with expectResponse false and never queued. queued
+// reports whether the reader now owns call (it will call done, with an
+// error if the connection fails); when false, done is never called.
+func (b *brokerConn) send(call *partCall, expectResponse bool) (queued bool, err error) {
 	select {
 	case <-b.failed:
-		return b.err
+		return false, b.err
 	default:
 	}
 	b.corr++
@@ -73,15 +75,16 @@ func (b *brokerConn) send(call *partCall, expectResponse bool) error {
 	if expectResponse {
 		select {
 		case b.waiting <- call:
+			queued = true
 		case <-b.failed:
-			return b.err
+			return false, b.err
 		}
 	}
 	if _, err := b.conn.Write(b.wbuf); err != nil {
 		b.fail(fmt.Errorf("write to upstream node %d: %w", b.node, err))
-		return b.err
+		return queued, b.err
 	}
-	return nil
+	return queued, nil
 }
 
 func (b *brokerConn) fail(err error) {

@@ -59,7 +59,7 @@ func (t *tunnel) routeFetch(r *kmsg.FetchRequest, rep reply) error {
 		c.SessionID, c.SessionEpoch, c.ForgottenTopics = 0, -1, nil
 		return t.routeAny(&c, rep)
 	}
-	return t.scatter(parts, rep, func(m map[int32]kmsg.Response) (kmsg.Response, error) {
+	return t.scatterPartial(parts, rep, func(m map[int32]kmsg.Response) (kmsg.Response, error) {
 		return t.mergeFetch(r, m), nil
 	})
 }

@@ -132,7 +132,7 @@ func (t *tunnel) routeFanOut(req kmsg.Request, rep reply) error {
 		return badRequest(closeUnsupported, "%s is not served in single-port mode", apiName(req.Key()))
 	}
 	parts := map[int32]kmsg.Request{}
-	for _, n := range t.s.srv.nodes.list() {
+	for _, n := range t.view.liveBrokers() {
 		c := *r
 		parts[n] = &c
 	}

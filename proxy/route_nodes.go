@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -203,7 +204,7 @@ func routableVersions(r *kmsg.ApiVersionsResponse) {
 // bootstrap connection asks.
 func (t *tunnel) apiVersions(r *kmsg.ApiVersionsRequest, rep reply) error {
 	parts := map[int32]kmsg.Request{}
-	for _, n := range t.s.srv.nodes.list() {
+	for _, n := range t.view.liveBrokers() {
 		c := *r
 		c.ClusterID, c.NodeID = nil, -1
 		parts[n] = &c
@@ -211,7 +212,12 @@ func (t *tunnel) apiVersions(r *kmsg.ApiVersionsRequest, rep reply) error {
 	if len(parts) == 0 {
 		return fmt.Errorf("no upstream broker known yet")
 	}
-	return t.scatter(parts, rep, func(m map[int32]kmsg.Response) (kmsg.Response, error) {
+	// A broker that cannot be reached (it left the cluster; the node
+	// registry keeps every node it has seen) is left out.
+	return t.scatterPartial(parts, rep, func(m map[int32]kmsg.Response) (kmsg.Response, error) {
+		if len(m) == 0 {
+			return nil, errors.New("no upstream broker answered ApiVersions")
+		}
 		return intersectVersions(m), nil
 	})
 }

@@ -397,3 +397,33 @@ func TestSinglePortAcksZero(t *testing.T) {
 	}
 	nodes.assertAll(t, 3)
 }
+
+// TestSinglePortBrokerRemoved: an upstream broker leaves the cluster
+// (kfake RemoveNode) between produces; the partitions it led are
+// answered NOT_LEADER_OR_FOLLOWER, the view is refreshed, and the same
+// client keeps producing to every partition.
+func TestSinglePortBrokerRemoved(t *testing.T) {
+	const parts = 6
+	c, srv, scan := startSinglePort(t, "rm", parts)
+	ctx := ctxT(t, 60*time.Second)
+	prod := newClient(t, srv, nil, kgo.Dialer(scan.dial), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	produce := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := prod.ProduceSync(ctx, &kgo.Record{Topic: "rm", Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+				t.Fatalf("produce %d: %v", i, err)
+			}
+		}
+	}
+	produce(0, 30)
+	if err := c.RemoveNode(2); err != nil {
+		t.Fatalf("remove node 2: %v", err)
+	}
+	produce(30, 60)
+	got := consumeAll(t, srv, scan, "rm", 60)
+	for i := range 60 {
+		if got[fmt.Sprint(i)] < 1 {
+			t.Errorf("record %d missing", i)
+		}
+	}
+	scan.assertClean(t)
+}

@@ -28,7 +28,7 @@ func (t *tunnel) routeProduce(r *kmsg.ProduceRequest, rep reply) error {
 	if len(parts) == 0 { // a Produce naming no partition: any broker answers it
 		return t.routeAny(r, rep)
 	}
-	return t.scatter(parts, rep, func(m map[int32]kmsg.Response) (kmsg.Response, error) {
+	return t.scatterPartial(parts, rep, func(m map[int32]kmsg.Response) (kmsg.Response, error) {
 		return t.mergeProduce(r, m), nil
 	})
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -27,7 +28,8 @@ type clusterView struct {
 	ids         map[[16]byte]string        // topic id → name
 	coords      map[coordKey]int32
 	lastRefresh time.Time
-	next        int // round robin over brokers for AnyBroker requests
+	brokers     []int32 // the brokers of the latest Metadata answer (the live cluster)
+	next        int     // round robin over brokers for AnyBroker requests
 
 	rtMu sync.Mutex  // one lookup at a time (lookups are rare); guards conn
 	conn *brokerConn // the view's own upstream connection
@@ -54,6 +56,13 @@ func (v *clusterView) learnMetadata(resp *kmsg.MetadataResponse) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if len(resp.Brokers) > 0 {
+		v.brokers = v.brokers[:0]
+		for _, b := range resp.Brokers {
+			v.brokers = append(v.brokers, b.NodeID)
+		}
+		slices.Sort(v.brokers)
+	}
 	for _, t := range resp.Topics {
 		if t.Topic == nil || t.ErrorCode != 0 {
 			continue
@@ -118,9 +127,22 @@ func (v *clusterView) invalidate(leaders bool, coord *coordKey) {
 	}
 }
 
+// liveBrokers lists the brokers of the latest Metadata answer, or every
+// node discovery has seen before the first one (the node registry
+// never forgets a node, so a broker that left would stay in it).
+func (v *clusterView) liveBrokers() []int32 {
+	v.mu.Lock()
+	live := slices.Clone(v.brokers)
+	v.mu.Unlock()
+	if len(live) > 0 {
+		return live
+	}
+	return v.srv.nodes.list()
+}
+
 // anyBroker picks a broker for a request any broker can answer.
 func (v *clusterView) anyBroker() (int32, error) {
-	nodes := v.srv.nodes.list()
+	nodes := v.liveBrokers()
 	if len(nodes) == 0 {
 		return 0, fmt.Errorf("no upstream broker known yet")
 	}
@@ -170,7 +192,10 @@ func (v *clusterView) roundTrip(ctx context.Context, req kmsg.Request) (kmsg.Res
 	}
 	done := make(chan struct{})
 	call := &partCall{req: req, done: func() { close(done) }}
-	if err := v.conn.send(call, true); err != nil {
+	if queued, err := v.conn.send(call, true); err != nil {
+		if queued {
+			<-done
+		}
 		return nil, err
 	}
 	select {
