@@ -83,8 +83,9 @@ func flowYAML(v any) string {
 	return strings.TrimSpace(string(out))
 }
 
-// secureAdmin applies admin.auth and admin.tls to the admin server.
+// secureAdmin applies admin.allowed_hosts, admin.auth and admin.tls to the admin server.
 func secureAdmin(a *metrics.AdminServer, c configs.Admin) error {
+	a.AllowHosts(c.AllowedHosts)
 	if au := c.Auth; au != nil {
 		token, user, pass := "", au.Username, ""
 		var err error

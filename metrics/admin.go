@@ -43,6 +43,7 @@ type AdminServer struct {
 	srv   *http.Server
 	mux   *http.ServeMux
 	allow func(*http.Request) bool // nil: no authentication
+	hosts hostCheck                // which Host headers are served (DNS rebinding)
 	tls   *tls.Config              // nil: plain HTTP
 	ready func() error
 	tap   TapSource
@@ -67,6 +68,7 @@ func NewAdmin(addr string, reg prometheus.Gatherer, ready func() error, tap TapS
 		return nil, fmt.Errorf("admin listen %s: %w", addr, err)
 	}
 	a := &AdminServer{ln: ln, ready: ready, tap: tap, log: slog.Default(), stop: make(chan struct{}), served: make(chan struct{})}
+	a.hosts.listen, _, _ = net.SplitHostPort(addr)
 	mux := http.NewServeMux()
 	a.mux = mux
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
@@ -95,6 +97,11 @@ func (a *AdminServer) Mount(pattern string, h http.Handler) { a.mux.Handle(patte
 // allow(r); call before Start.
 func (a *AdminServer) Protect(allow func(*http.Request) bool) { a.allow = allow }
 
+// AllowHosts adds names a request's Host header may carry, besides the
+// listen host, loopback names and IP addresses (see hostCheck); call
+// before Start. admin.allowed_hosts in the configuration.
+func (a *AdminServer) AllowHosts(names []string) { a.hosts.extra = names }
+
 // UseTLS serves HTTPS with tc; call before Start.
 func (a *AdminServer) UseTLS(tc *tls.Config) { a.tls = tc }
 
@@ -103,7 +110,14 @@ func (a *AdminServer) UseTLS(tc *tls.Config) { a.tls = tc }
 func (a *AdminServer) Stopping() <-chan struct{} { return a.stop }
 
 func (a *AdminServer) serve(w http.ResponseWriter, r *http.Request) {
-	if a.allow != nil && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" && !a.allow(r) {
+	probe := r.URL.Path == "/healthz" || r.URL.Path == "/readyz"
+	if !probe && !a.hosts.allowed(r.Host) {
+		a.hosts.logRefused(a.log, r)
+		http.Error(w, fmt.Sprintf("host %q is not a name of this admin server (add it to admin.allowed_hosts)", r.Host),
+			http.StatusMisdirectedRequest)
+		return
+	}
+	if a.allow != nil && !probe && !a.allow(r) {
 		w.Header().Set("WWW-Authenticate", `Basic realm="tollgate admin", charset="UTF-8"`)
 		http.Error(w, "authentication required", http.StatusUnauthorized)
 		return
