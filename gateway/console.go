@@ -132,7 +132,7 @@ func (g *Gateway) mountConsole(a *metrics.AdminServer) error {
 	c, err := webui.New(webui.Options{
 		Gateway: g.Server, Mode: mode, Upstream: upstream, Metrics: g.Registry, Tap: g.Trail,
 		Policy: g.policy.snapshot, Kafka: g.consoleKafka(), Actions: g.cfg.Admin.UI.Actions,
-		Stop: a.Stopping(), Log: g.log,
+		Stop: a.Stopping(), Log: g.log, Refused: func() { a.Refused(metrics.RefusedAction) },
 	})
 	if err != nil {
 		return fmt.Errorf("web console: %w", err)

@@ -44,10 +44,13 @@ type AdminServer struct {
 	mux   *http.ServeMux
 	allow func(*http.Request) bool // nil: no authentication
 	hosts hostCheck                // which Host headers are served (DNS rebinding)
-	tls   *tls.Config              // nil: plain HTTP
-	ready func() error
-	tap   TapSource
-	log   *slog.Logger
+	// refused counts refused requests by reason (CountRefusals; nil: not
+	// counted). Set before Start, then read only.
+	refused *prometheus.CounterVec
+	tls     *tls.Config // nil: plain HTTP
+	ready   func() error
+	tap     TapSource
+	log     *slog.Logger
 
 	// stop ends /tap streams at Shutdown: http.Server.Shutdown waits for
 	// handlers to return, and a stream never would on its own.
@@ -102,6 +105,32 @@ func (a *AdminServer) Protect(allow func(*http.Request) bool) { a.allow = allow 
 // before Start. admin.allowed_hosts in the configuration.
 func (a *AdminServer) AllowHosts(names []string) { a.hosts.extra = names }
 
+// Refusal reasons of tollgate_admin_refused_total.
+const (
+	RefusedHost   = "host"   // a Host that is not a name of the admin server
+	RefusedAuth   = "auth"   // missing or wrong credentials
+	RefusedAction = "action" // a console action without same-origin proof (webui)
+)
+
+// CountRefusals counts refused requests in reg as
+// tollgate_admin_refused_total{reason}; call before Start.
+func (a *AdminServer) CountRefusals(reg prometheus.Registerer) {
+	a.refused = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "admin_refused_total",
+		Help: "Admin server requests refused: host (not a name of the server), auth (credentials), action (console action without same-origin proof)."},
+		[]string{"reason"}))
+	for _, r := range []string{RefusedHost, RefusedAuth, RefusedAction} {
+		a.refused.WithLabelValues(r)
+	}
+}
+
+// Refused counts one refused request (see CountRefusals); safe for
+// concurrent use. The console reports its refused actions through it.
+func (a *AdminServer) Refused(reason string) {
+	if a.refused != nil {
+		a.refused.WithLabelValues(reason).Inc()
+	}
+}
+
 // UseTLS serves HTTPS with tc; call before Start.
 func (a *AdminServer) UseTLS(tc *tls.Config) { a.tls = tc }
 
@@ -112,12 +141,14 @@ func (a *AdminServer) Stopping() <-chan struct{} { return a.stop }
 func (a *AdminServer) serve(w http.ResponseWriter, r *http.Request) {
 	probe := r.URL.Path == "/healthz" || r.URL.Path == "/readyz"
 	if !probe && !a.hosts.allowed(r.Host) {
+		a.Refused(RefusedHost)
 		a.hosts.logRefused(a.log, r)
 		http.Error(w, fmt.Sprintf("host %q is not a name of this admin server (add it to admin.allowed_hosts)", r.Host),
 			http.StatusMisdirectedRequest)
 		return
 	}
 	if a.allow != nil && !probe && !a.allow(r) {
+		a.Refused(RefusedAuth)
 		w.Header().Set("WWW-Authenticate", `Basic realm="tollgate admin", charset="UTF-8"`)
 		http.Error(w, "authentication required", http.StatusUnauthorized)
 		return

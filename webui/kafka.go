@@ -347,13 +347,29 @@ func (c *Console) allowAction(r *http.Request) error {
 	if !c.opts.Actions {
 		return fmt.Errorf("%w: the console is read-only (set admin.ui.actions: true to enable actions)", errForbidden)
 	}
+	var err error
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
-		return fmt.Errorf("%w: cross-site request", errForbidden)
+		err = fmt.Errorf("%w: cross-site request", errForbidden)
+	} else if !sameOrigin(r) {
+		err = fmt.Errorf("%w: the request's Origin (or Referer) is not this console (%s)", errForbidden, r.Host)
 	}
-	if !sameOrigin(r) {
-		return fmt.Errorf("%w: the request's Origin (or Referer) is not this console (%s)", errForbidden, r.Host)
+	if err != nil {
+		c.refusedAction(r, err)
 	}
-	return nil
+	return err
+}
+
+// refusedAction counts a refused action and logs it at most once a
+// minute (any web page can make a browser send one).
+func (c *Console) refusedAction(r *http.Request, err error) {
+	if c.opts.Refused != nil {
+		c.opts.Refused()
+	}
+	now := time.Now().UnixNano()
+	if last := c.lastRefusedLog.Load(); now-last >= int64(time.Minute) && c.lastRefusedLog.CompareAndSwap(last, now) {
+		c.opts.Log.Warn("console action refused", "path", r.URL.Path, "remote", r.RemoteAddr,
+			"origin", r.Header.Get("Origin"), "err", err, "log_interval", time.Minute)
+	}
 }
 
 // sameOrigin reports whether the request's Origin, or its Referer when it

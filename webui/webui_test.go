@@ -399,6 +399,23 @@ admin:
 		t.Errorf("cross-site seek: %s", r.Status)
 	}
 	refusedActions(t, base, do)
+
+	// Every refusal is counted: 4 without or with wrong credentials, 6
+	// actions (1 cross-site, 5 without same-origin proof), 8 foreign Hosts.
+	req, _ = http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer s3cret-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`tollgate_admin_refused_total{reason="auth"} 4`, `tollgate_admin_refused_total{reason="action"} 6`,
+		`tollgate_admin_refused_total{reason="host"} 8`} {
+		if !strings.Contains(string(text), want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }
 
 // refusedActions: an action POST with valid credentials but no proof
