@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/tollgate-kafka/tollgate/audit"
+	"github.com/tollgate-kafka/tollgate/lograte"
 )
 
 // TapSource is where /tap gets its live records; *audit.Trail
@@ -47,7 +48,8 @@ type AdminServer struct {
 	// refused counts refused requests by reason (CountRefusals; nil: not
 	// counted). Set before Start, then read only.
 	refused *prometheus.CounterVec
-	tls     *tls.Config // nil: plain HTTP
+	noisy   *lograte.Logger // rate limit for refusals, which any client can cause (owned; closed by Shutdown)
+	tls     *tls.Config     // nil: plain HTTP
 	ready   func() error
 	tap     TapSource
 	log     *slog.Logger
@@ -72,6 +74,7 @@ func NewAdmin(addr string, reg prometheus.Gatherer, ready func() error, tap TapS
 	}
 	a := &AdminServer{ln: ln, ready: ready, tap: tap, log: slog.Default(), stop: make(chan struct{}), served: make(chan struct{})}
 	a.hosts.listen, _, _ = net.SplitHostPort(addr)
+	a.noisy = lograte.New(a.log, lograte.Options{})
 	mux := http.NewServeMux()
 	a.mux = mux
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
@@ -123,12 +126,14 @@ func (a *AdminServer) CountRefusals(reg prometheus.Registerer) {
 	}
 }
 
-// Refused counts one refused request (see CountRefusals); safe for
+// Refused counts one refused request (see CountRefusals) and logs it,
+// rate-limited per reason (package lograte), with attrs; safe for
 // concurrent use. The console reports its refused actions through it.
-func (a *AdminServer) Refused(reason string) {
+func (a *AdminServer) Refused(reason string, r *http.Request, msg string, attrs ...any) {
 	if a.refused != nil {
 		a.refused.WithLabelValues(reason).Inc()
 	}
+	a.noisy.Warn("admin_"+reason, r.RemoteAddr, msg, append([]any{"host", r.Host, "path", r.URL.Path}, attrs...)...)
 }
 
 // UseTLS serves HTTPS with tc; call before Start.
@@ -141,14 +146,13 @@ func (a *AdminServer) Stopping() <-chan struct{} { return a.stop }
 func (a *AdminServer) serve(w http.ResponseWriter, r *http.Request) {
 	probe := r.URL.Path == "/healthz" || r.URL.Path == "/readyz"
 	if !probe && !a.hosts.allowed(r.Host) {
-		a.Refused(RefusedHost)
-		a.hosts.logRefused(a.log, r)
+		a.Refused(RefusedHost, r, "admin request refused: unknown Host (DNS rebinding?); add the name to admin.allowed_hosts if it is yours")
 		http.Error(w, fmt.Sprintf("host %q is not a name of this admin server (add it to admin.allowed_hosts)", r.Host),
 			http.StatusMisdirectedRequest)
 		return
 	}
 	if a.allow != nil && !probe && !a.allow(r) {
-		a.Refused(RefusedAuth)
+		a.Refused(RefusedAuth, r, "admin request refused: missing or wrong credentials")
 		w.Header().Set("WWW-Authenticate", `Basic realm="tollgate admin", charset="UTF-8"`)
 		http.Error(w, "authentication required", http.StatusUnauthorized)
 		return
@@ -173,7 +177,7 @@ func (a *AdminServer) Start() {
 // Shutdown ends live streams, then shuts the HTTP server down gracefully
 // within ctx.
 func (a *AdminServer) Shutdown(ctx context.Context) error {
-	a.stopOnce.Do(func() { close(a.stop) })
+	a.stopOnce.Do(func() { close(a.stop); a.noisy.Close() })
 	defer a.ln.Close() // for a server shut down before Start
 	if err := a.srv.Shutdown(ctx); err != nil {
 		return fmt.Errorf("admin shutdown: %w", err)

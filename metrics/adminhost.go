@@ -1,12 +1,8 @@
 package metrics
 
 import (
-	"log/slog"
 	"net"
-	"net/http"
 	"strings"
-	"sync/atomic"
-	"time"
 )
 
 // hostCheck decides which Host headers the admin server answers, against
@@ -22,16 +18,11 @@ import (
 //
 // A name is compared without its port, case-insensitively. A request
 // without a Host (HTTP/1.0) comes from no browser and is served.
-// Ownership: set up before Start, then read only; lastLog is atomic.
+// Ownership: set up before Start, then read only.
 type hostCheck struct {
-	listen  string
-	extra   []string
-	lastLog atomic.Int64 // unix nanos of the last refusal logged
+	listen string
+	extra  []string
 }
-
-// refusedLogInterval rate-limits the log line for refused Host headers,
-// which any client can send at will.
-const refusedLogInterval = time.Minute
 
 func (h *hostCheck) allowed(hostport string) bool {
 	host := hostport
@@ -55,14 +46,4 @@ func (h *hostCheck) allowed(hostport string) bool {
 		}
 	}
 	return false
-}
-
-func (h *hostCheck) logRefused(log *slog.Logger, r *http.Request) {
-	now := time.Now().UnixNano()
-	last := h.lastLog.Load()
-	if now-last < int64(refusedLogInterval) || !h.lastLog.CompareAndSwap(last, now) {
-		return
-	}
-	log.Warn("admin request refused: unknown Host (DNS rebinding?); add the name to admin.allowed_hosts if it is yours",
-		"host", r.Host, "remote", r.RemoteAddr, "path", r.URL.Path, "log_interval", refusedLogInterval)
 }

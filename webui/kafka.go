@@ -359,16 +359,11 @@ func (c *Console) allowAction(r *http.Request) error {
 	return err
 }
 
-// refusedAction counts a refused action and logs it at most once a
-// minute (any web page can make a browser send one).
+// refusedAction reports a refused action to the admin server (counted
+// and logged rate-limited: any web page can make a browser send one).
 func (c *Console) refusedAction(r *http.Request, err error) {
 	if c.opts.Refused != nil {
-		c.opts.Refused()
-	}
-	now := time.Now().UnixNano()
-	if last := c.lastRefusedLog.Load(); now-last >= int64(time.Minute) && c.lastRefusedLog.CompareAndSwap(last, now) {
-		c.opts.Log.Warn("console action refused", "path", r.URL.Path, "remote", r.RemoteAddr,
-			"origin", r.Header.Get("Origin"), "err", err, "log_interval", time.Minute)
+		c.opts.Refused(r, err)
 	}
 }
 

@@ -66,9 +66,10 @@ type Options struct {
 	Kafka []kgo.Opt
 	// Actions enables the data-changing forms.
 	Actions bool
-	// Refused, if set, counts an action refused for want of same-origin
-	// proof (the admin server's tollgate_admin_refused_total{reason="action"}).
-	Refused func()
+	// Refused, if set, counts and logs (rate-limited) an action refused
+	// for want of same-origin proof (the admin server's Refused:
+	// tollgate_admin_refused_total{reason="action"}).
+	Refused func(r *http.Request, err error)
 	// Stop ends live streams (the admin server's shutdown).
 	Stop <-chan struct{}
 	Log  *slog.Logger
@@ -103,8 +104,6 @@ type Console struct {
 	once sync.Once
 	// lastView is when a groups page was last viewed (unix nanos).
 	lastView atomic.Int64
-	// lastRefusedLog is when a refused action was last logged (unix nanos).
-	lastRefusedLog atomic.Int64
 }
 
 // New builds the console; call Close when the admin server stops.
