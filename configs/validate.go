@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -22,15 +23,39 @@ const AssumedNodeSpan = 100
 
 // Validate checks every field and the relations between them (port
 // overlaps, preauth <= max frame) and returns all problems joined with
-// errors.Join, or nil. For a parsed config each error names the file, line
-// and column of the value, as long as the value is still the one read from
-// the file. TLS files are opened and parsed, so a missing or unreadable
-// file is reported here, with its path.
+// errors.Join, or nil; for a decoded config the decoder's problems come
+// first. For a parsed config each error names the file, line and column
+// of the value, as long as the value is still the one read from the file
+// (a value a flag replaced is named by its field only). Validate checks
+// the effective configuration: run it once, after every overlay.
+//
+// What Validate has to parse to check, it keeps, and the plan
+// (gateway.Provision) takes it from there instead of parsing again: the
+// TLS sections' key pairs, CA pools, version and suites
+// (ListenerTLS.Material, UpstreamTLS.Material), the principal mapping
+// rules (ListenerTLS.PrincipalRules) and the policy's regexes, address
+// patterns and API sets (Policy.Regex, Address, APIKeys). TLS files are
+// opened and parsed here, so a missing or unreadable file is reported
+// here, with its path. On success, broker.defaults are rewritten in
+// canonical form.
 func (c *Config) Validate() error {
 	v := &validator{c: c}
 	if c.meta != nil {
 		v.source, v.marks = c.meta.source, c.meta.marks
 	}
+	errs := v.check()
+	if c.meta != nil {
+		errs = append(slices.Clone(c.meta.decodeErrs), errs...)
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	c.normalizeTopicDefaults()
+	return nil
+}
+
+// check runs every section's checks and returns the problems found.
+func (v *validator) check() []error {
 	v.listeners()
 	v.upstream()
 	v.broker()
@@ -40,7 +65,7 @@ func (c *Config) Validate() error {
 	v.audit()
 	v.policy()
 	v.ports()
-	return errors.Join(v.errs.list(v.source)...)
+	return v.errs.list(v.source)
 }
 
 type validator struct {

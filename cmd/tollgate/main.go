@@ -124,7 +124,7 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	cfg, err := configsLoad(fs.Arg(0))
+	cfg, err := effectiveConfig(fs.Arg(0), nil)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

@@ -16,49 +16,90 @@ import (
 	"github.com/tollgate-kafka/tollgate/gateway"
 )
 
-var configsLoad = configs.Load
+// serveFlags are the flags of `tollgate` (serve): a front for the same
+// schema as the file, overriding it.
+type serveFlags struct {
+	fs                               *flag.FlagSet
+	file, upstream, upProxy, listen  *string
+	advertise, dataDir, fsync, admin *string
+	logLevel, logFormat              *string
+	portBase                         *int
+}
 
-// loadConfig builds the configuration from an optional file and the flags.
-// Flags are a front for the same schema and override the file.
-func loadConfig(args []string, stderr io.Writer) (*configs.Config, string, error) {
+func newServeFlags(stderr io.Writer) *serveFlags {
 	fs := flag.NewFlagSet("tollgate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var (
-		file      = fs.String("config", "", "YAML configuration file (flags override it)")
-		upstream  = fs.String("upstream", "", "comma-separated upstream bootstrap brokers (upstream.bootstrap); empty: the built-in broker")
-		upProxy   = fs.String("upstream-proxy", "", "forward proxy for every upstream connection: socks5://[user:pass@]host:port, http://… or https://… (upstream.proxy)")
-		listen    = fs.String("listen", "", "bind address of the first listener (default 127.0.0.1:9092)")
-		advertise = fs.String("advertise", "", "host clients are told to connect to (listeners[0].advertise)")
-		portBase  = fs.Int("broker-port-base", -1, "port of upstream node 0; node N is served at base+N (default: listen port + 1; 0: any free port)")
-		dataDir   = fs.String("data-dir", "", "built-in broker data directory (default ./tollgate-data)")
-		fsync     = fs.String("fsync", "", "built-in broker durability: always | interval | never (default always)")
-		admin     = fs.String("admin", "", "admin HTTP address for /metrics /healthz /readyz, or off")
-		logLevel  = fs.String("log-level", "", "debug | info | warn | error")
-		logFormat = fs.String("log-format", "", "text | json")
-	)
+	f := &serveFlags{
+		fs:        fs,
+		file:      fs.String("config", "", "YAML configuration file (flags override it)"),
+		upstream:  fs.String("upstream", "", "comma-separated upstream bootstrap brokers (upstream.bootstrap); empty: the built-in broker"),
+		upProxy:   fs.String("upstream-proxy", "", "forward proxy for every upstream connection: socks5://[user:pass@]host:port, http://… or https://… (upstream.proxy)"),
+		listen:    fs.String("listen", "", "bind address of the first listener (default "+configs.DefaultListen+")"),
+		advertise: fs.String("advertise", "", "host clients are told to connect to (listeners[0].advertise)"),
+		portBase:  fs.Int("broker-port-base", -1, "port of upstream node 0; node N is served at base+N (default: listen port + 1; 0: any free port)"),
+		dataDir:   fs.String("data-dir", "", "built-in broker data directory (default "+configs.DefaultDataDir+")"),
+		fsync:     fs.String("fsync", "", "built-in broker durability: always | interval | never (default "+configs.FsyncAlways+")"),
+		admin:     fs.String("admin", "", "admin HTTP address for /metrics /healthz /readyz, or off"),
+		logLevel:  fs.String("log-level", "", "debug | info | warn | error"),
+		logFormat: fs.String("log-format", "", "text | json"),
+	}
 	fs.Usage = func() {
 		fmt.Fprint(stderr, helpText)
 		fmt.Fprintln(stderr, "\nflags (serve):")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	return f
+}
+
+// loadConfig builds the configuration from an optional file and the flags.
+// Flags are a front for the same schema and override the file.
+func loadConfig(args []string, stderr io.Writer) (*configs.Config, string, error) {
+	f := newServeFlags(stderr)
+	if err := f.fs.Parse(args); err != nil {
 		return nil, "", err
 	}
-	if fs.NArg() > 0 {
-		return nil, "", fmt.Errorf("unexpected argument %q (commands: check-config, topic, produce, consume, group, tap, users, version, help)", fs.Arg(0))
+	if f.fs.NArg() > 0 {
+		return nil, "", fmt.Errorf("unexpected argument %q (commands: check-config, topic, produce, consume, group, tap, users, version, help)", f.fs.Arg(0))
 	}
+	cfg, err := effectiveConfig(*f.file, f.overlay)
+	if err != nil {
+		return nil, "", err
+	}
+	return cfg, *f.file, nil
+}
+
+// effectiveConfig is the one way from a file ("" for none) and an overlay
+// (the flags; nil for none) to a validated configuration, which serve and
+// check-config both take before gateway.Provision: the file is decoded,
+// the overlay applied, and the effective configuration validated once. A
+// file value a flag replaces is therefore not checked: what runs is what
+// is validated.
+func effectiveConfig(file string, overlay func(*configs.Config) error) (*configs.Config, error) {
 	cfg := configs.Default()
-	if *file != "" {
+	if file != "" {
 		var err error
-		if cfg, err = configs.Load(*file); err != nil {
-			return nil, "", err
+		if cfg, err = configs.Read(file); err != nil {
+			return nil, err
 		}
 	}
+	if overlay != nil {
+		if err := overlay(cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// overlay writes the flags that were given over cfg.
+func (f *serveFlags) overlay(cfg *configs.Config) error {
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	if set["upstream"] {
 		var bs []string
-		for _, b := range strings.Split(*upstream, ",") {
+		for _, b := range strings.Split(*f.upstream, ",") {
 			if b = strings.TrimSpace(b); b != "" {
 				bs = append(bs, b)
 			}
@@ -67,38 +108,28 @@ func loadConfig(args []string, stderr io.Writer) (*configs.Config, string, error
 	}
 	if set["upstream-proxy"] {
 		if cfg.Upstream == nil {
-			return nil, "", fmt.Errorf("--upstream-proxy needs an upstream (--upstream or upstream.bootstrap)")
+			return fmt.Errorf("--upstream-proxy needs an upstream (--upstream or upstream.bootstrap)")
 		}
-		cfg.Upstream.Proxy = *upProxy
+		cfg.Upstream.Proxy = *f.upProxy
 	}
-	if set["listen"] {
-		cfg.Listeners[0].Listen = *listen
+	strs := map[string]*string{
+		"data-dir": &cfg.Broker.DataDir, "fsync": &cfg.Broker.Fsync, "admin": &cfg.Admin.Listen,
+		"log-level": &cfg.Log.Level, "log-format": &cfg.Log.Format,
 	}
-	if set["advertise"] {
-		cfg.Listeners[0].Advertise = *advertise
+	// With no listener (listeners: []) the listener flags have nothing to
+	// override; Validate reports the empty list.
+	if len(cfg.Listeners) > 0 {
+		strs["listen"], strs["advertise"] = &cfg.Listeners[0].Listen, &cfg.Listeners[0].Advertise
+		if set["broker-port-base"] {
+			cfg.Listeners[0].BrokerPortBase = f.portBase
+		}
 	}
-	if set["broker-port-base"] {
-		cfg.Listeners[0].BrokerPortBase = portBase
+	for name, dst := range strs {
+		if set[name] {
+			*dst = f.fs.Lookup(name).Value.String()
+		}
 	}
-	if set["data-dir"] {
-		cfg.Broker.DataDir = *dataDir
-	}
-	if set["fsync"] {
-		cfg.Broker.Fsync = *fsync
-	}
-	if set["admin"] {
-		cfg.Admin.Listen = *admin
-	}
-	if set["log-level"] {
-		cfg.Log.Level = *logLevel
-	}
-	if set["log-format"] {
-		cfg.Log.Format = *logFormat
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, "", err
-	}
-	return cfg, *file, nil
+	return nil
 }
 
 // serve runs the gateway until ctx is cancelled, then drains. file is
