@@ -53,12 +53,23 @@ type watched[T any] struct {
 
 // newWatched loads the value once; an error here is the caller's to report.
 func newWatched[T any](what string, log *slog.Logger, load func() (T, error), paths ...string) (*watched[T], error) {
+	return newWatchedFrom(what, log, nil, load, paths...)
+}
+
+// newWatchedFrom is newWatched with the first value built by first
+// instead of load, when first is not nil: a value built from what
+// configuration validation already parsed (configs.TLSMaterial), so the
+// files are not parsed again until they change.
+func newWatchedFrom[T any](what string, log *slog.Logger, first, load func() (T, error), paths ...string) (*watched[T], error) {
 	w := &watched[T]{paths: paths, load: load, log: log, what: what, now: time.Now}
 	stamps, err := w.stat()
 	if err != nil {
 		return nil, err
 	}
-	v, err := load()
+	if first == nil {
+		first = load
+	}
+	v, err := first()
 	if err != nil {
 		return nil, err
 	}

@@ -123,6 +123,9 @@ type UpstreamTLS struct {
 	ServerName string `yaml:"server_name,omitempty"`
 	// InsecureSkipVerify disables certificate verification (testing only).
 	InsecureSkipVerify bool `yaml:"insecure_skip_verify,omitempty"`
+
+	// parsed is what Validate parsed (Material).
+	parsed *upstreamTLSParsed
 }
 
 // Broker configures the built-in broker, used when there is no upstream.

@@ -248,7 +248,7 @@ type CertKeyPair struct {
 }
 
 // keyPair checks one entry of a certificates list.
-func (v *validator) keyPair(p, cert, key string) {
+func (v *validator) keyPair(p, cert, key string) (tls.Certificate, bool) {
 	switch {
 	case cert == "":
 		v.errf(p+".cert", nil, "a certificate is required (cert and key)")
@@ -256,9 +256,13 @@ func (v *validator) keyPair(p, cert, key string) {
 		v.errf(p+".key", nil, "a key is required (cert and key)")
 	default:
 		if v.file(p+".cert", cert) && v.file(p+".key", key) {
-			if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
+			c, err := tls.LoadX509KeyPair(cert, key)
+			if err != nil {
 				v.errf(p+".cert", cert, "load key pair %s and %s: %s", cert, key, err)
+				return tls.Certificate{}, false
 			}
+			return c, true
 		}
 	}
+	return tls.Certificate{}, false
 }

@@ -2,7 +2,6 @@ package configs
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"math"
@@ -240,8 +239,13 @@ func (v *validator) upstream() {
 	v.upstreamProxy(u)
 }
 
+// upstreamTLS checks the upstream TLS section and, when it has no
+// problem, keeps what it parsed (UpstreamTLS.Material).
 func (v *validator) upstreamTLS(t *UpstreamTLS) {
 	const p = "upstream.tls"
+	t.parsed = nil
+	before := v.errs.count()
+	m := &TLSMaterial{}
 	switch {
 	case t.Cert != "" && t.Key == "":
 		v.errf(p+".key", nil, "cert is set but key is not: a client certificate needs both")
@@ -251,21 +255,21 @@ func (v *validator) upstreamTLS(t *UpstreamTLS) {
 		certOK := v.file(p+".cert", t.Cert)
 		keyOK := v.file(p+".key", t.Key)
 		if certOK && keyOK {
-			if _, err := tls.LoadX509KeyPair(t.Cert, t.Key); err != nil {
+			if c, err := tls.LoadX509KeyPair(t.Cert, t.Key); err != nil {
 				v.errf(p+".cert", t.Cert, "load key pair %s and %s: %s", t.Cert, t.Key, err)
+			} else {
+				m.Certificates = []tls.Certificate{c}
 			}
 		}
 	}
 	if t.CA != "" && v.file(p+".ca", t.CA) {
-		data, err := os.ReadFile(t.CA)
-		if err != nil {
-			v.errf(p+".ca", t.CA, "read %s: %s", t.CA, err)
-		} else if !x509.NewCertPool().AppendCertsFromPEM(data) {
-			v.errf(p+".ca", t.CA, "%s holds no PEM certificate", t.CA)
-		}
+		m.CAs = v.caPool(p+".ca", t.CA)
 		if t.InsecureSkipVerify {
 			v.errf(p+".insecure_skip_verify", t.InsecureSkipVerify, "insecure_skip_verify would ignore ca %s: set one or the other", t.CA)
 		}
+	}
+	if v.errs.count() == before {
+		t.parsed = &upstreamTLSParsed{from: *t, material: m}
 	}
 }
 
