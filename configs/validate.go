@@ -72,6 +72,8 @@ type validator struct {
 	source string
 	marks  map[string]mark
 	errs   errorList
+	// pp collects what the policy checks compile, while they run.
+	pp *policyParsed
 }
 
 // pos finds the position of path, or of its nearest recorded parent. A
