@@ -109,6 +109,9 @@ type Upstream struct {
 	// MetadataRefresh is how often the gateway refreshes its view of the
 	// upstream brokers.
 	MetadataRefresh Duration `yaml:"metadata_refresh"`
+
+	// proxyURL is Proxy as Validate parsed it (ProxyURL).
+	proxyURL *parsedProxyURL
 }
 
 // UpstreamTLS configures TLS towards the upstream brokers. Files are PEM.

@@ -157,9 +157,12 @@ func MatchBrokerHost(pattern, name string) int32 {
 
 // upstreamProxy checks upstream.proxy, proxy_ca and no_proxy.
 func (v *validator) upstreamProxy(u *Upstream) {
+	u.proxyURL = nil
 	if u.Proxy != "" {
-		if _, err := ParseProxyURL(u.Proxy); err != nil {
+		if pu, err := ParseProxyURL(u.Proxy); err != nil {
 			v.errf("upstream.proxy", u.Proxy, "%s", err)
+		} else {
+			u.proxyURL = &parsedProxyURL{raw: u.Proxy, url: pu}
 		}
 	}
 	if u.ProxyCA != "" {
@@ -174,6 +177,23 @@ func (v *validator) upstreamProxy(u *Upstream) {
 			v.errf(fmt.Sprintf("upstream.no_proxy[%d]", i), e, "%q: %s", e, err)
 		}
 	}
+}
+
+// parsedProxyURL is upstream.proxy as Validate parsed it, with the text
+// it was parsed from.
+type parsedProxyURL struct {
+	raw string
+	url *url.URL
+}
+
+// ProxyURL returns upstream.proxy parsed (ParseProxyURL): as Validate
+// parsed it, or parsed now when Proxy changed since (or was never
+// validated). The URL is shared: do not modify it.
+func (u *Upstream) ProxyURL() (*url.URL, error) {
+	if p := u.proxyURL; p != nil && p.raw == u.Proxy {
+		return p.url, nil
+	}
+	return ParseProxyURL(u.Proxy)
 }
 
 // ParseProxyURL parses an upstream.proxy value and checks its scheme,
