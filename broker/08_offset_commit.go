@@ -105,6 +105,9 @@ func handleOffsetCommit(c *Conn, kreq kmsg.Request, r reply) {
 // checkCommit is Kafka's ClassicGroup.validateOffsetCommit; the caller
 // holds g.mu. A valid commit from a member extends its session.
 func (g *group) checkCommit(generation int32, memberID string, instance *string) int16 {
+	if g.sg != nil {
+		return kerr.GroupIDNotFound.Code // a share group has no committed offsets
+	}
 	if g.cg != nil {
 		return g.checkCGCommit(generation, memberID)
 	}

@@ -17,7 +17,7 @@ import (
 //   (the transaction coordinator never moves).
 // * An unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION.
 
-func init() { regKey(61, 0, 0, syncHandler(handleDescribeProducers)) }
+func init() { regKey(int16(kmsg.DescribeProducers), 0, 0, syncHandler(handleDescribeProducers)) }
 
 func handleDescribeProducers(c *Conn, req *kmsg.DescribeProducersRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)

@@ -83,7 +83,11 @@ func handleConsumerGroupHeartbeat(c *Conn, req *kmsg.ConsumerGroupHeartbeatReque
 		return fail(kerr.UnknownMemberID, "member "+req.MemberID+" is not in group "+req.Group)
 	}
 	defer g.mu.Unlock()
-	defer g.persistCG() // consumer_groups_journal.go
+	defer func() { // consumer_groups_journal.go
+		if g.cg != nil {
+			g.persistCG(g.cg.members[req.MemberID])
+		}
+	}()
 	if g.cg == nil {
 		if len(g.members) > 0 || len(g.pending) > 0 || g.sg != nil {
 			return fail(kerr.GroupIDNotFound, "group "+req.Group+" is not a consumer group")

@@ -23,7 +23,9 @@ import (
 // * An unknown topic is UNKNOWN_TOPIC_OR_PARTITION; AuthorizedOperations
 //   is INT32_MIN (the gateway authorizes).
 
-func init() { regKey(75, 0, 0, syncHandler(handleDescribeTopicPartitions)) }
+func init() {
+	regKey(int16(kmsg.DescribeTopicPartitions), 0, 0, syncHandler(handleDescribeTopicPartitions))
+}
 
 // maxDescribePartitions is Kafka's max.request.partition.size.limit.
 const maxDescribePartitions = 2000
@@ -47,7 +49,10 @@ func handleDescribeTopicPartitions(c *Conn, req *kmsg.DescribeTopicPartitionsReq
 		if len(req.Topics) > 0 && (i == len(names) || names[i] != cur.Topic) {
 			return nil, ErrMalformedRequest
 		}
-		names, startPart = names[i:], max(cur.Partition, 0)
+		names = names[i:]
+		if len(names) > 0 && names[0] == cur.Topic {
+			startPart = max(cur.Partition, 0) // else the cursor's topic is gone: start at the next one
+		}
 	}
 	limit := int(req.ResponsePartitionLimit)
 	if limit <= 0 || limit > maxDescribePartitions {

@@ -26,7 +26,7 @@ import (
 // * v0 was Kafka 4.0's early access, removed in 4.1; v1 is the stable
 //   version (no field changes).
 
-func init() { regKey(76, 1, 1, syncHandler(handleShareGroupHeartbeat)) }
+func init() { regKey(int16(kmsg.ShareGroupHeartbeat), 1, 1, syncHandler(handleShareGroupHeartbeat)) }
 
 func handleShareGroupHeartbeat(c *Conn, req *kmsg.ShareGroupHeartbeatRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ShareGroupHeartbeatResponse)
@@ -55,6 +55,7 @@ func handleShareGroupHeartbeat(c *Conn, req *kmsg.ShareGroupHeartbeatRequest) (k
 		return fail(kerr.GroupIDNotFound, "group "+req.GroupID+" does not exist")
 	}
 	defer g.mu.Unlock()
+	defer g.persistSG() // share_groups_journal.go
 	if g.sg == nil && (!joining || !g.becomeShare()) {
 		return fail(kerr.GroupIDNotFound, "group "+req.GroupID+" is not a share group")
 	}

@@ -19,7 +19,7 @@ import (
 // Version notes:
 // * v0 (Kafka 4.0 early access) was removed in Kafka 4.1.
 
-func init() { regKey(77, 1, 1, syncHandler(handleShareGroupDescribe)) }
+func init() { regKey(int16(kmsg.ShareGroupDescribe), 1, 1, syncHandler(handleShareGroupDescribe)) }
 
 func handleShareGroupDescribe(c *Conn, req *kmsg.ShareGroupDescribeRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ShareGroupDescribeResponse)

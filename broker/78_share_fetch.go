@@ -29,7 +29,8 @@ import (
 //   all or nothing: AcknowledgeErrorCode INVALID_RECORD_STATE if any
 //   offset is not acquired by this member, INVALID_REQUEST for a bad
 //   batch); the response waits until they are durable in the coordinator
-//   journal. Acknowledgements in a request opening a session (epoch 0)
+//   journal. Acquisitions are written too but not waited for (a crash may
+//   leave a delivery uncounted; the record is delivered again). Acknowledgements in a request opening a session (epoch 0)
 //   are INVALID_REQUEST.
 // * IsRenewAck (v2): acknowledgements only, renew (type 4) allowed; any
 //   fetch limit set or a partition without acknowledgements is
@@ -41,6 +42,8 @@ import (
 // * read_committed (share.isolation.level): records up to the last stable
 //   offset; aborted transactional batches are archived, never delivered.
 // * A group id in use by a classic or consumer group is GROUP_ID_NOT_FOUND.
+// * At most 2000 share sessions are open (group.share.max.share.sessions);
+//   opening one more is SHARE_SESSION_LIMIT_REACHED.
 //
 // Version notes:
 // * v0 (Kafka 4.0 early access) was removed in Kafka 4.1.
@@ -48,7 +51,7 @@ import (
 //   PartitionMaxBytes
 // * v2: ShareAcquireMode, IsRenewAck, renew acknowledgements (KIP-1222)
 
-func init() { regKey(78, 1, 2, handleShareFetch) }
+func init() { regKey(int16(kmsg.ShareFetch), 1, 2, handleShareFetch) }
 
 // partID names a partition by topic id, as share requests do.
 type partID struct {
@@ -96,17 +99,24 @@ func handleShareFetch(c *Conn, kreq kmsg.Request, r reply) {
 		return
 	}
 	sf.applyAcks(g)
-	total := int32(0)
-	if sf.sess != nil && !req.IsRenewAck {
-		total = sf.acquire(g)
-		sf.sess.bump()
-	} else if sf.sess != nil {
+	total, canWait := int32(0), false
+	if sf.sess != nil {
+		if !req.IsRenewAck {
+			total = sf.acquire(g)
+			canWait = len(sf.sess.parts) > 0
+		}
 		sf.sess.bump()
 	}
-	sf.waits = append(sf.waits, g.persistShareParts())
+	durable := g.persistShareParts()
+	if hasShareFetchAcks(req) || req.ShareSessionEpoch == -1 {
+		// Only acknowledgements (and a close's releases) are promised
+		// durable; a crash after an acquisition at worst delivers the
+		// record again without counting that delivery.
+		sf.waits = append(sf.waits, durable)
+	}
 	g.mu.Unlock()
 	maxWait := time.Duration(req.MaxWaitMillis) * time.Millisecond
-	if total > 0 || maxWait <= 0 || sf.sess == nil || req.IsRenewAck || len(sf.sess.parts) == 0 {
+	if total > 0 || maxWait <= 0 || !canWait {
 		sf.reply(r)
 		return
 	}
@@ -169,7 +179,9 @@ func (sf *shareFetch) session(g *group) int16 {
 		}
 		return 0
 	case req.ShareSessionEpoch == 0:
-		sf.sess = g.openShareSession(sf.c, sf.member)
+		if sf.sess = g.openShareSession(sf.c, sf.member); sf.sess == nil {
+			return kerr.ShareSessionLimitReached.Code
+		}
 	case cur == nil:
 		return kerr.ShareSessionNotFound.Code
 	case cur.epoch != req.ShareSessionEpoch:
@@ -448,7 +460,7 @@ func (sf *shareFetch) longPoll(g *group, maxWait time.Duration, r reply) {
 		total := int32(0)
 		if !g.dead && g.sg != nil && g.sg.sessions[sf.member] == sf.sess {
 			total = sf.acquire(g)
-			sf.waits = append(sf.waits, g.persistShareParts())
+			g.persistShareParts() // acquisitions: not waited for (see handleShareFetch)
 		}
 		g.mu.Unlock()
 		if total > 0 {

@@ -27,7 +27,7 @@ import (
 // * v0 (Kafka 4.0 early access) was removed in Kafka 4.1.
 // * v2: IsRenewAck, AcquisitionLockTimeoutMillis (KIP-1222)
 
-func init() { regKey(79, 1, 2, handleShareAcknowledge) }
+func init() { regKey(int16(kmsg.ShareAcknowledge), 1, 2, handleShareAcknowledge) }
 
 func handleShareAcknowledge(c *Conn, kreq kmsg.Request, r reply) {
 	req := kreq.(*kmsg.ShareAcknowledgeRequest)

@@ -22,7 +22,9 @@ import (
 // Version notes:
 // * v1: Lag (KIP-1226)
 
-func init() { regKey(90, 0, 1, syncHandler(handleDescribeShareGroupOffsets)) }
+func init() {
+	regKey(int16(kmsg.DescribeShareGroupOffsets), 0, 1, syncHandler(handleDescribeShareGroupOffsets))
+}
 
 func handleDescribeShareGroupOffsets(c *Conn, req *kmsg.DescribeShareGroupOffsetsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeShareGroupOffsetsResponse)

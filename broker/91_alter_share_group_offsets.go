@@ -18,7 +18,7 @@ import (
 //   partition is UNKNOWN_TOPIC_OR_PARTITION.
 // * The answer waits until the new state is durable.
 
-func init() { regKey(91, 0, 0, handleAlterShareGroupOffsets) }
+func init() { regKey(int16(kmsg.AlterShareGroupOffsets), 0, 0, handleAlterShareGroupOffsets) }
 
 func handleAlterShareGroupOffsets(c *Conn, kreq kmsg.Request, r reply) {
 	req := kreq.(*kmsg.AlterShareGroupOffsetsRequest)

@@ -15,7 +15,7 @@ import (
 //   UNKNOWN_TOPIC_OR_PARTITION.
 // * The answer waits until the removal is durable.
 
-func init() { regKey(92, 0, 0, handleDeleteShareGroupOffsets) }
+func init() { regKey(int16(kmsg.DeleteShareGroupOffsets), 0, 0, handleDeleteShareGroupOffsets) }
 
 func handleDeleteShareGroupOffsets(c *Conn, kreq kmsg.Request, r reply) {
 	req := kreq.(*kmsg.DeleteShareGroupOffsetsRequest)

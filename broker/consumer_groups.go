@@ -90,6 +90,7 @@ type consumerGroup struct {
 	owner       map[tpKey]string          // partition -> member holding it
 	subMeta     string                    // subscribed topics and partition counts at the last epoch bump
 	dirty       bool                      // a change awaits the next epoch
+	removed     []string                  // member ids removed since the last persistCG (consumer_groups_journal.go)
 }
 
 func newConsumerGroup() *consumerGroup {
@@ -167,7 +168,8 @@ func (g *group) removeCGMember(m *cgMember, why string) {
 	cg.bump()
 	g.c.b.log.Info("consumer group member removed", "group", g.name, "member", m.id, "reason", why)
 	g.syncCGState()
-	g.persistCG() // consumer_groups_journal.go
+	cg.removed = append(cg.removed, m.id)
+	g.persistCG(nil) // consumer_groups_journal.go
 }
 
 // syncCGState mirrors the consumer group into the classic state field,

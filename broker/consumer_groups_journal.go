@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 )
@@ -19,22 +20,28 @@ import (
 // and they keep their partitions, instead of all being fenced and
 // rejoining. A restored member gets a full session timeout to heartbeat.
 //
-// One journal record per group, key "k NUL group" (value cgRecord),
-// written (without waiting for an fsync: nothing a client was told depends
-// on it) after each heartbeat or member removal that changed it.
+// Records (written without waiting for an fsync: nothing a client was told
+// depends on it): "k NUL group" holds the group (cgRecord), "m NUL group
+// NUL member" each member (cgMemberRecord, which names its group and id, so
+// ids holding NUL bytes are safe). A heartbeat writes its member's record if
+// it changed, and every member's when the group's epoch or assignment
+// moved, so a steady group costs one small write per changed heartbeat.
 
-const consumerGroupKeyPrefix = "k\x00"
+const (
+	consumerGroupKeyPrefix  = "k\x00"
+	consumerMemberKeyPrefix = "m\x00"
+)
 
 // cgRecord is the journal document of a consumer group.
 type cgRecord struct {
-	Epoch       int32            `json:"epoch"`
-	AssignEpoch int32            `json:"assign_epoch"`
-	Assignor    string           `json:"assignor"`
-	SubMeta     string           `json:"sub_meta"`
-	Members     []cgMemberRecord `json:"members"`
+	Epoch       int32  `json:"epoch"`
+	AssignEpoch int32  `json:"assign_epoch"`
+	Assignor    string `json:"assignor"`
+	SubMeta     string `json:"sub_meta"`
 }
 
 type cgMemberRecord struct {
+	Group       string    `json:"group"`
 	ID          string    `json:"id"`
 	Instance    *string   `json:"instance,omitempty"`
 	Rack        *string   `json:"rack,omitempty"`
@@ -86,53 +93,81 @@ type cgSaved struct {
 }
 
 func (cg *consumerGroup) record() cgRecord {
-	rec := cgRecord{Epoch: cg.epoch, AssignEpoch: cg.assignEpoch, Assignor: cg.assignor, SubMeta: cg.subMeta}
-	for _, id := range sortedKeys(cg.members) {
-		m := cg.members[id]
-		rec.Members = append(rec.Members, cgMemberRecord{ID: m.id, Instance: m.instance, Rack: m.rack, ClientID: m.clientID,
-			Host: m.host, RebalanceMs: m.rebalanceTimeout.Milliseconds(), Topics: m.topics, Regex: m.regex, Assignor: m.assignor,
-			Epoch: m.epoch, PrevEpoch: m.prevEpoch, Assigned: tpEntries(m.assigned), Revoking: tpEntries(m.revoking),
-			Target: tpEntries(cg.target[m.id])})
-	}
-	return rec
+	return cgRecord{Epoch: cg.epoch, AssignEpoch: cg.assignEpoch, Assignor: cg.assignor, SubMeta: cg.subMeta}
 }
 
-// persistCG writes g's consumer-group state if it changed. Caller holds
-// g.mu.
-func (g *group) persistCG() {
+func (cg *consumerGroup) memberRecord(group string, m *cgMember) cgMemberRecord {
+	return cgMemberRecord{Group: group, ID: m.id, Instance: m.instance, Rack: m.rack, ClientID: m.clientID,
+		Host: m.host, RebalanceMs: m.rebalanceTimeout.Milliseconds(), Topics: m.topics, Regex: m.regex, Assignor: m.assignor,
+		Epoch: m.epoch, PrevEpoch: m.prevEpoch, Assigned: tpEntries(m.assigned), Revoking: tpEntries(m.revoking),
+		Target: tpEntries(cg.target[m.id])}
+}
+
+func cgMemberKey(group, member string) string {
+	return consumerMemberKeyPrefix + group + journalKeySep + member
+}
+
+// persistCG writes what changed of g's consumer-group state: the group
+// record, the member m (nil: none in particular) and, when the group
+// record changed, every member (their targets moved with it); removed
+// members get tombstones. Caller holds g.mu.
+func (g *group) persistCG(m *cgMember) {
 	if g.cg == nil || g.dead {
-		return
-	}
-	raw, err := json.Marshal(g.cg.record())
-	if err != nil {
-		g.c.b.log.Error("encode consumer group", "group", g.name, "err", err)
 		return
 	}
 	s := &g.c.cgSaved
 	s.mu.Lock()
-	same := bytes.Equal(s.m[g.name], raw)
-	if !same {
-		if s.m == nil {
-			s.m = map[string][]byte{}
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string][]byte{}
+	}
+	var es []journalEntry
+	put := func(key string, v any) {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			g.c.b.log.Error("encode consumer group", "group", g.name, "err", err)
+			return
 		}
-		s.m[g.name] = raw
+		if !bytes.Equal(s.m[key], raw) {
+			s.m[key] = raw
+			es = append(es, journalEntry{key, raw})
+		}
 	}
-	s.mu.Unlock()
-	if !same {
-		g.c.j.put(consumerGroupKeyPrefix+g.name, raw)
+	put(consumerGroupKeyPrefix+g.name, g.cg.record())
+	all := len(es) > 0
+	for id, mm := range g.cg.members {
+		if all || mm == m {
+			put(cgMemberKey(g.name, id), g.cg.memberRecord(g.name, mm))
+		}
 	}
+	for _, id := range g.cg.removed {
+		key := cgMemberKey(g.name, id)
+		delete(s.m, key)
+		es = append(es, journalEntry{key, nil})
+	}
+	g.cg.removed = nil
+	g.c.j.putMany(es)
 }
 
-// forgetCG drops g's saved consumer-group record (group removal).
-func (c *coordinator) forgetCG(name string) journalEntry {
+// forgetCG drops g's saved consumer-group records (group removal) and
+// returns their tombstones.
+func (c *coordinator) forgetCG(name string) []journalEntry {
 	c.cgSaved.mu.Lock()
-	delete(c.cgSaved.m, name)
-	c.cgSaved.mu.Unlock()
-	return journalEntry{consumerGroupKeyPrefix + name, nil}
+	defer c.cgSaved.mu.Unlock()
+	es := []journalEntry{{consumerGroupKeyPrefix + name, nil}}
+	delete(c.cgSaved.m, consumerGroupKeyPrefix+name)
+	prefix := consumerMemberKeyPrefix + name + journalKeySep
+	for k := range c.cgSaved.m {
+		if strings.HasPrefix(k, prefix) {
+			delete(c.cgSaved.m, k)
+			es = append(es, journalEntry{k, nil})
+		}
+	}
+	return es
 }
 
-// loadConsumerGroup restores one journal entry. A group that has classic
-// members (it changed protocol since) ignores the record.
+// loadConsumerGroup restores a group record. A group that has classic
+// members (it changed protocol since) ignores it.
 func (c *coordinator) loadConsumerGroup(e journalEntry) error {
 	name := e.key[len(consumerGroupKeyPrefix):]
 	var rec cgRecord
@@ -153,33 +188,51 @@ func (c *coordinator) loadConsumerGroup(e journalEntry) error {
 		cg.assignor = assignorUniform
 	}
 	g.cg, g.protocolType = cg, groupTypeConsumer
-	for _, mr := range rec.Members {
-		m := &cgMember{id: mr.ID, instance: mr.Instance, rack: mr.Rack, clientID: mr.ClientID, host: mr.Host,
-			rebalanceTimeout: time.Duration(mr.RebalanceMs) * time.Millisecond, topics: mr.Topics, regex: mr.Regex,
-			assignor: mr.Assignor, epoch: mr.Epoch, prevEpoch: mr.PrevEpoch, assigned: tpSet(mr.Assigned), revoking: tpSet(mr.Revoking)}
-		if m.regex != nil {
-			re, err := regexp.Compile("^(?:" + *m.regex + ")$")
-			if err != nil {
-				return fmt.Errorf("coordinator journal: consumer group %q member %s: regex: %w", name, m.id, err)
-			}
-			m.re = re
-		}
-		cg.members[m.id] = m
-		cg.target[m.id] = tpSet(mr.Target)
-		for tp := range m.assigned {
-			cg.owner[tp] = m.id
-		}
-		for tp := range m.revoking {
-			cg.owner[tp] = m.id
-		}
-		g.armCGSession(m)
+	c.saveLoaded(e)
+	return nil
+}
+
+// loadConsumerMember restores a member record (after its group's).
+func (c *coordinator) loadConsumerMember(e journalEntry) error {
+	var mr cgMemberRecord
+	if err := json.Unmarshal(e.val, &mr); err != nil {
+		return fmt.Errorf("coordinator journal: consumer group member %q: %w", e.key, err)
 	}
+	g := c.gs[mr.Group]
+	if g == nil || g.cg == nil || len(g.members) > 0 {
+		return nil // the group changed protocol or was removed
+	}
+	m := &cgMember{id: mr.ID, instance: mr.Instance, rack: mr.Rack, clientID: mr.ClientID, host: mr.Host,
+		rebalanceTimeout: time.Duration(mr.RebalanceMs) * time.Millisecond, topics: mr.Topics, regex: mr.Regex,
+		assignor: mr.Assignor, epoch: mr.Epoch, prevEpoch: mr.PrevEpoch, assigned: tpSet(mr.Assigned), revoking: tpSet(mr.Revoking)}
+	if m.regex != nil {
+		re, err := regexp.Compile("^(?:" + *m.regex + ")$")
+		if err != nil {
+			return fmt.Errorf("coordinator journal: consumer group %q member %s: regex: %w", mr.Group, m.id, err)
+		}
+		m.re = re
+	}
+	cg := g.cg
+	cg.members[m.id] = m
+	cg.target[m.id] = tpSet(mr.Target)
+	for tp := range m.assigned {
+		cg.owner[tp] = m.id
+	}
+	for tp := range m.revoking {
+		cg.owner[tp] = m.id
+	}
+	g.armCGSession(m)
 	g.syncCGState()
+	c.saveLoaded(e)
+	return nil
+}
+
+// saveLoaded remembers a loaded record as written.
+func (c *coordinator) saveLoaded(e journalEntry) {
 	c.cgSaved.mu.Lock()
+	defer c.cgSaved.mu.Unlock()
 	if c.cgSaved.m == nil {
 		c.cgSaved.m = map[string][]byte{}
 	}
-	c.cgSaved.m[name] = e.val
-	c.cgSaved.mu.Unlock()
-	return nil
+	c.cgSaved.m[e.key] = e.val
 }

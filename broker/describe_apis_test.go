@@ -151,3 +151,24 @@ func TestDescribeTopicPartitionsCursor(t *testing.T) {
 		t.Fatalf("named topics: %v", got)
 	}
 }
+
+// TestDescribeTopicPartitionsCursorTopicGone: a cursor naming a topic
+// deleted since starts the listing at the next topic's first partition.
+func TestDescribeTopicPartitionsCursorTopicGone(t *testing.T) {
+	b, srv := newBroker(t)
+	createTopic(t, srv.addr(), "a", 1, nil)
+	createTopic(t, srv.addr(), "b", 3, nil)
+	createTopic(t, srv.addr(), "c", 2, nil)
+	if err := b.deleteTopic(b.lookup("b")); err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrDescribeTopicPartitionsRequest()
+	req.Cursor = &kmsg.DescribeTopicPartitionsRequestCursor{Topic: "b", Partition: 2}
+	resp, err := req.RequestWith(testCtx(t), newClient(t, srv.addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Topics) != 1 || *resp.Topics[0].Topic != "c" || len(resp.Topics[0].Partitions) != 2 || resp.NextCursor != nil {
+		t.Fatalf("after a cursor on a deleted topic: %+v", resp)
+	}
+}

@@ -184,7 +184,12 @@ func (c *coordinator) alterGroupConfigs(group string, ops []kmsg.IncrementalAlte
 		return kafkaErr(kerr.InvalidGroupID, "group id must not be empty")
 	}
 	c.gcfg.mu.Lock()
-	defer c.gcfg.mu.Unlock()
+	locked := true
+	defer func() {
+		if locked {
+			c.gcfg.mu.Unlock()
+		}
+	}()
 	next := map[string]string{}
 	for k, v := range c.gcfg.m[group] {
 		next[k] = v
@@ -221,9 +226,7 @@ func (c *coordinator) alterGroupConfigs(group string, ops []kmsg.IncrementalAlte
 	if len(next) > 0 {
 		raw, _ = json.Marshal(next) // strings only: cannot fail
 	}
-	if err := <-c.j.put(groupConfigKeyPrefix+group, raw); err != nil {
-		return kafkaErr(kerr.KafkaStorageError, "group configs not durable: %v", err)
-	}
+	durable := c.j.put(groupConfigKeyPrefix+group, raw) // written now, in order
 	if c.gcfg.m == nil {
 		c.gcfg.m = map[string]map[string]string{}
 	}
@@ -231,6 +234,11 @@ func (c *coordinator) alterGroupConfigs(group string, ops []kmsg.IncrementalAlte
 		delete(c.gcfg.m, group)
 	} else {
 		c.gcfg.m[group] = next
+	}
+	c.gcfg.mu.Unlock() // never held across the fsync: share handlers read configs under group locks
+	locked = false
+	if err := <-durable; err != nil {
+		return kafkaErr(kerr.KafkaStorageError, "group configs not durable: %v", err)
 	}
 	return nil
 }

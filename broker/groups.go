@@ -218,7 +218,7 @@ func (g *group) removeLocked() <-chan error {
 		delete(g.c.gs, g.name)
 	}
 	g.c.mu.Unlock()
-	es := []journalEntry{{groupKey(g.name), nil}, g.c.forgetCG(g.name)}
+	es := append([]journalEntry{{groupKey(g.name), nil}}, g.c.forgetCG(g.name)...)
 	for t, ps := range g.offsets {
 		for p := range ps {
 			es = append(es, journalEntry{offsetKey(g.name, t, p), nil})
@@ -226,6 +226,11 @@ func (g *group) removeLocked() <-chan error {
 	}
 	g.offsets = map[string]map[int32]committed{}
 	if g.sg != nil {
+		for range g.sg.sessions {
+			g.c.shareConns.release()
+		}
+		g.sg.sessions = map[string]*shareSession{}
+		es = append(es, journalEntry{shareGroupKeyPrefix + g.name, nil})
 		for tp := range g.sg.parts {
 			es = append(es, journalEntry{sharePartKey(g.name, tp), nil})
 		}
@@ -729,12 +734,20 @@ func (c *coordinator) load(entries []journalEntry) error {
 				c.gs[parts[0]] = g
 			}
 			g.setOffset(parts[1], int32(p), oc)
+		case strings.HasPrefix(e.key, shareGroupKeyPrefix):
+			if err := c.loadShareGroup(e); err != nil {
+				return err
+			}
 		case strings.HasPrefix(e.key, shareGroupPartitionKeyPrefix):
 			if err := c.loadSharePart(e); err != nil {
 				return err
 			}
 		case strings.HasPrefix(e.key, consumerGroupKeyPrefix):
 			if err := c.loadConsumerGroup(e); err != nil {
+				return err
+			}
+		case strings.HasPrefix(e.key, consumerMemberKeyPrefix):
+			if err := c.loadConsumerMember(e); err != nil {
 				return err
 			}
 		case strings.HasPrefix(e.key, groupConfigKeyPrefix):

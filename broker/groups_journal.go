@@ -32,7 +32,8 @@ import (
 // with only the live records; at run time the file is rewritten the same way
 // once it is four times the live size (and at least journalCompactMin).
 // Values are the coordinators' own JSON documents (groups.go,
-// consumer_groups_journal.go, share_partition.go, group_configs.go, txns.go).
+// consumer_groups_journal.go, share_groups_journal.go, share_partition.go,
+// group_configs.go, txns.go).
 //
 // Durability follows the broker's fsync policy, as the partition logs do:
 // FsyncAlways acknowledges a record once a group-commit fsync covers it;

@@ -29,10 +29,11 @@ import (
 // epoch and the new assignment applies at once. A member's epoch moves to
 // the group epoch on its own heartbeat, which then carries the assignment.
 //
-// Durability: share-group membership is not persisted (after a restart
-// members get UNKNOWN_MEMBER_ID and rejoin); share-partition state (start
-// offset and the state of every in-flight record) is, in the coordinator
-// journal (share_partition.go).
+// Durability: membership (share_groups_journal.go) and share-partition
+// state (start offset and the state of every in-flight record,
+// share_partition.go) are in the coordinator journal; share sessions are
+// not (after a restart a member's ShareFetch gets SHARE_SESSION_NOT_FOUND
+// and it opens a new session, as with Kafka's in-memory session cache).
 
 // Defaults, as Kafka's broker and group configs of the same names.
 const (
@@ -58,6 +59,7 @@ type shareGroup struct {
 	parts       map[tpKey]*sharePartition // share-partition state, created on first fetch or load
 	sessions    map[string]*shareSession  // by member id (share_session.go)
 	wake        chan struct{}             // closed (and replaced) when records become available again
+	saved       []byte                    // membership record last written (share_groups_journal.go)
 }
 
 // sgMember is one member of a share group.
@@ -134,6 +136,7 @@ func (g *group) removeSGMember(m *sgMember, why string) {
 	if len(sg.members) == 0 {
 		g.state, g.emptySince = groupEmpty, time.Now()
 	}
+	g.persistSG()
 	g.c.b.log.Info("share group member removed", "group", g.name, "member", m.id, "reason", why)
 }
 

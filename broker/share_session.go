@@ -63,10 +63,32 @@ func (s *shareSession) bump() {
 	}
 }
 
-// shareConns indexes share sessions by connection.
+// maxShareSessions is Kafka's group.share.max.share.sessions: a ShareFetch
+// opening a session past it is SHARE_SESSION_LIMIT_REACHED.
+const maxShareSessions = 2000
+
+// shareConns indexes share sessions by connection and counts them.
 type shareConns struct {
-	mu sync.Mutex
-	m  map[*Conn]map[string]string // conn -> member id -> group
+	mu       sync.Mutex
+	m        map[*Conn]map[string]string // conn -> member id -> group
+	sessions int                         // open sessions, every group
+}
+
+// reserve counts a new session, or reports that the limit is reached.
+func (sc *shareConns) reserve() bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.sessions >= maxShareSessions {
+		return false
+	}
+	sc.sessions++
+	return true
+}
+
+func (sc *shareConns) release() {
+	sc.mu.Lock()
+	sc.sessions--
+	sc.mu.Unlock()
 }
 
 func (sc *shareConns) add(c *Conn, group, member string) {
@@ -89,9 +111,13 @@ func (sc *shareConns) take(c *Conn) map[string]string {
 	return out
 }
 
-// openShareSession starts member's session on c. Caller holds g.mu.
+// openShareSession starts member's session on c, or returns nil at the
+// session limit. Caller holds g.mu.
 func (g *group) openShareSession(c *Conn, member string) *shareSession {
 	g.closeShareSession(member)
+	if !g.c.shareConns.reserve() {
+		return nil
+	}
 	s := &shareSession{parts: map[[16]byte]map[int32]bool{}, conn: c}
 	g.sg.sessions[member] = s
 	g.c.shareConns.add(c, g.name, member)
@@ -106,6 +132,7 @@ func (g *group) closeShareSession(member string) {
 		return
 	}
 	delete(g.sg.sessions, member)
+	g.c.shareConns.release()
 	limit := g.c.shareConfig(g.name).deliveryLimit
 	released := false
 	for tid, ps := range s.parts {

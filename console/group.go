@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 const groupUsage = `
@@ -156,19 +157,46 @@ type GroupPartition struct {
 // DescribeGroup computes a group's state and per-partition lag with
 // kadm (which handles truncated logs and uncommitted partitions).
 func DescribeGroup(ctx context.Context, adm *kadm.Client, group string) (GroupDescription, error) {
-	lags, err := adm.Lag(ctx, group)
+	ds, errs, err := DescribeGroups(ctx, adm, group)
 	if err != nil {
-		return GroupDescription{}, fmt.Errorf("describe group %s: %w", group, err)
+		return GroupDescription{}, err
 	}
-	l, ok := lags[group]
-	if !ok {
-		return GroupDescription{}, fmt.Errorf("group %q: not described", group)
+	if err := errs[group]; err != nil {
+		return GroupDescription{}, err
 	}
+	return ds[group], nil
+}
+
+// DescribeGroups is DescribeGroup for many groups in one kadm.Lag call;
+// a group that cannot be described has its error in errs.
+func DescribeGroups(ctx context.Context, adm *kadm.Client, groups ...string) (map[string]GroupDescription, map[string]error, error) {
+	lags, err := adm.Lag(ctx, groups...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("describe groups: %w", err)
+	}
+	ds, errs := map[string]GroupDescription{}, map[string]error{}
+	for _, g := range groups {
+		l, ok := lags[g]
+		if !ok {
+			errs[g] = fmt.Errorf("group %q: not described", g)
+			continue
+		}
+		d, derr := describeFromLag(g, l)
+		if derr != nil {
+			errs[g] = derr
+			continue
+		}
+		ds[g] = d
+	}
+	return ds, errs, nil
+}
+
+func describeFromLag(group string, l kadm.DescribedGroupLag) (GroupDescription, error) {
 	if err := l.Error(); err != nil {
 		return GroupDescription{}, fmt.Errorf("group %q: %w", group, err)
 	}
 	if l.State == "Dead" && len(l.Lag) == 0 {
-		return GroupDescription{}, fmt.Errorf("group %q: GROUP_ID_NOT_FOUND: the group does not exist", group)
+		return GroupDescription{}, fmt.Errorf("group %q: %w", group, kerr.GroupIDNotFound)
 	}
 	d := GroupDescription{Group: group, State: l.State, ProtocolType: l.ProtocolType, Protocol: l.Protocol,
 		Coordinator: coordinatorName(l.Coordinator), Members: []GroupMember{}, TotalLag: l.Lag.Total(), Partitions: []GroupPartition{}}
@@ -363,8 +391,9 @@ func SeekGroup(ctx context.Context, adm *kadm.Client, group string, spec OffsetS
 	return rows, nil
 }
 
-// ParseSeek parses a `group seek --to` value for SeekGroup.
-func ParseSeek(s string) (OffsetSpec, error) { return parseOffset(s) }
+// ParseOffset parses the offset syntax of `consume -o` and `group seek
+// --to` (start, end, N, +N, -N, @timestamp), for SeekGroup and Position.
+func ParseOffset(s string) (OffsetSpec, error) { return parseOffset(s) }
 
 // refuseActive fails for a group with members: their commits would
 // overwrite the seek, as Kafka's reset-offsets also refuses.

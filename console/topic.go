@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -352,7 +353,7 @@ func joinInts(s []int32) string {
 // topicErr names a per-topic failure; kerr's message says which.
 func topicErr(name string, err error) error {
 	if err == nil {
-		err = errors.New("UNKNOWN_TOPIC_OR_PARTITION: This server does not host this topic-partition.")
+		err = kerr.UnknownTopicOrPartition
 	}
 	return fmt.Errorf("topic %q: %w", name, err)
 }

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -166,14 +168,25 @@ func (g *Gateway) consoleKafka() []kgo.Opt {
 }
 
 // upstreamClient is a kgo client's options for the upstream as the
-// gateway's own identity (upstream.tls, upstream.sasl).
+// gateway's own identity: upstream.tls, upstream.sasl, and the dialer
+// through upstream.proxy when one is set.
 func upstreamClient(u *configs.Upstream) ([]kgo.Opt, error) {
 	opts := []kgo.Opt{kgo.SeedBrokers(u.Bootstrap...), kgo.DialTimeout(u.DialTimeout.D())}
+	var tc *tls.Config
 	if u.TLS != nil {
-		tc, err := auth.ClientTLS(u.TLS)
-		if err != nil {
+		var err error
+		if tc, err = auth.ClientTLS(u.TLS); err != nil {
 			return nil, fmt.Errorf("upstream.%w", err)
 		}
+	}
+	switch {
+	case u.Proxy != "":
+		d, err := egressDialer(u)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.Dialer(tlsOver(d.DialContext, tc)))
+	case tc != nil:
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
 	if u.SASL != nil {
@@ -184,6 +197,30 @@ func upstreamClient(u *configs.Upstream) ([]kgo.Opt, error) {
 		opts = append(opts, kgo.SASL(m))
 	}
 	return opts, nil
+}
+
+// tlsOver dials with dial and, when tc is set, runs TLS over the
+// connection (kgo takes a Dialer or a TLS config, not both).
+func tlsOver(dial func(ctx context.Context, network, addr string) (net.Conn, error), tc *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	if tc == nil {
+		return dial
+	}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		cfg := tc.Clone()
+		if cfg.ServerName == "" {
+			cfg.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tlc := tls.Client(c, cfg)
+		if err := tlc.HandshakeContext(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
+		return tlc, nil
+	}
 }
 
 // kafkaAuditSink is audit.sink.kafka: the named cluster, or the upstream

@@ -17,7 +17,7 @@ type ListenerInfo struct {
 	Name      string        `json:"name"`
 	Bound     string        `json:"bound"`     // the bootstrap address actually bound
 	Advertise string        `json:"advertise"` // the host clients are told
-	Mode      string        `json:"mode"`      // how brokers are addressed: port-per-broker
+	Mode      string        `json:"mode"`      // how brokers are addressed: port-per-broker or sni
 	Brokers   []BrokerRoute `json:"brokers"`
 }
 
@@ -51,14 +51,16 @@ type connIdent struct {
 }
 
 // publishIdent stores the session's identity for Connections when it
-// changed. Read loop only (it owns the fields it copies).
-func (s *session) publishIdent() {
+// changed: the client id of the request being read (clientID), the
+// principal and the client software. Read loop only (it owns the fields
+// it copies); called for every request from stageObserve.
+func (s *session) publishIdent(clientID []byte) {
 	cur := s.ident.Load()
-	if cur != nil && cur.clientID == s.subj.ClientID && cur.principal == s.subj.Principal &&
+	if cur != nil && cur.clientID == string(clientID) && cur.principal == s.subj.Principal &&
 		cur.softwareName == s.softwareName && cur.softwareVersion == s.softwareVersion {
-		return
+		return // no allocation: string(clientID) in a comparison does not copy
 	}
-	s.ident.Store(&connIdent{s.subj.ClientID, s.subj.Principal, s.softwareName, s.softwareVersion})
+	s.ident.Store(&connIdent{string(clientID), s.subj.Principal, s.softwareName, s.softwareVersion})
 }
 
 // Connections lists the open client connections, oldest first.
@@ -83,17 +85,52 @@ func (s *Server) Listeners() []ListenerInfo {
 	out := make([]ListenerInfo, 0, len(s.listeners))
 	for _, l := range s.listeners {
 		li := ListenerInfo{Name: l.opts.Name, Bound: l.boot.Addr().String(), Advertise: l.host, Mode: "port-per-broker", Brokers: []BrokerRoute{}}
-		if !s.upstreamMode() {
-			port := int(l.bootPort())
-			if l.opts.AdvertisePort > 0 {
-				port = l.opts.AdvertisePort
-			}
+		switch {
+		case l.sni != nil:
+			li.Mode = "sni"
+			li.Brokers = s.sniRoutes(l)
+		case !s.upstreamMode():
 			li.Brokers = append(li.Brokers, BrokerRoute{Node: 0, Upstream: "built-in", Bound: li.Bound,
-				Advertised: net.JoinHostPort(l.host, strconv.Itoa(port))})
-		} else {
+				Advertised: net.JoinHostPort(l.host, strconv.Itoa(int(l.advertisedBootPort())))})
+		default:
 			li.Brokers = s.routes(l)
 		}
 		out = append(out, li)
+	}
+	return out
+}
+
+// advertisedBootPort is the port clients are told for the bootstrap port.
+func (l *listener) advertisedBootPort() int32 {
+	if l.opts.AdvertisePort > 0 {
+		return int32(l.opts.AdvertisePort)
+	}
+	return l.bootPort()
+}
+
+// sniRoutes is an SNI listener's map: every broker by name at the one
+// port (sniAdvertise).
+func (s *Server) sniRoutes(l *listener) []BrokerRoute {
+	port := strconv.Itoa(int(l.advertisedBootPort()))
+	bound := l.boot.Addr().String()
+	if !s.upstreamMode() {
+		return []BrokerRoute{{Node: 0, Upstream: "built-in", Bound: bound, Advertised: net.JoinHostPort(l.sni.brokerName(0), port)}}
+	}
+	out := []BrokerRoute{}
+	for node, up := range s.nodes.all() {
+		out = append(out, BrokerRoute{Node: node, Upstream: up, Bound: bound, Advertised: net.JoinHostPort(l.sni.brokerName(node), port)})
+	}
+	slices.SortFunc(out, func(a, b BrokerRoute) int { return cmp.Compare(a.Node, b.Node) })
+	return out
+}
+
+// all copies the registry.
+func (r *nodeRegistry) all() map[int32]string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make(map[int32]string, len(r.addrs))
+	for n, a := range r.addrs {
+		out[n] = a
 	}
 	return out
 }

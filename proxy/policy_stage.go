@@ -74,7 +74,6 @@ func (s *session) subjectFor(h wire.RequestHeader) *policy.Subject {
 	if string(h.ClientID) != s.subj.ClientID { // no allocation when equal
 		s.subj.ClientID = string(h.ClientID)
 	}
-	s.publishIdent() // for Server.Connections (introspect.go)
 	return &s.subj
 }
 

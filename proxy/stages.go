@@ -211,7 +211,8 @@ func (s *session) readWholeOnce(r *request) error {
 }
 
 // stageObserve records what the session learns from a request: the
-// client's software name (ApiVersions v3+) and, for SASL pass-through,
+// client's software name (ApiVersions v3+), the identity Server.Connections
+// shows, and, for SASL pass-through,
 // the whole SaslAuthenticate frame the route stage reads the user from.
 func (s *session) stageObserve(r *request) (bool, error) {
 	h := r.h
@@ -228,6 +229,7 @@ func (s *session) stageObserve(r *request) (bool, error) {
 			return false, err
 		}
 	}
+	s.publishIdent(h.ClientID) // for Server.Connections (introspect.go)
 	return false, nil
 }
 

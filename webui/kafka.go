@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -73,6 +74,16 @@ func (c *Console) topic(w http.ResponseWriter, r *http.Request) {
 		defer done()
 		d, err = console.DescribeTopic(ctx, adm, name)
 	}
+	// The topic's own settings first, then the defaults, each by name.
+	slices.SortStableFunc(d.Configs, func(a, b console.TopicConfig) int {
+		switch {
+		case a.Default == b.Default:
+			return 0
+		case !a.Default:
+			return -1
+		}
+		return 1
+	})
 	c.render(w, r, "topic", "Topic "+name, d, err)
 }
 
@@ -149,7 +160,7 @@ func parseMessagesQuery(r *http.Request) (Messages, error) {
 // (start, end, N, +N, -N, @time — the console's offset syntax), stopping
 // at the high watermark.
 func (c *Console) readMessages(ctx context.Context, m *Messages) error {
-	spec, err := console.ParseSeek(m.From)
+	spec, err := console.ParseOffset(m.From)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errBadRequest, err)
 	}
@@ -259,14 +270,22 @@ func (c *Console) groupRows(ctx context.Context) ([]GroupRow, error) {
 		return nil, fmt.Errorf("list groups: %w", err)
 	}
 	rows := []GroupRow{}
+	if len(gs) == 0 {
+		return rows, nil
+	}
+	ds, errs, err := console.DescribeGroups(ctx, adm, gs.Groups()...)
+	if err != nil {
+		return nil, err
+	}
 	for _, g := range gs.Sorted() {
 		row := GroupRow{Group: g.Group, Type: g.GroupType, State: g.State}
 		if row.Type == "" {
 			row.Type = "classic"
 		}
-		if d, err := console.DescribeGroup(ctx, adm, g.Group); err != nil {
+		if err := errs[g.Group]; err != nil {
 			row.Error = err.Error()
 		} else {
+			d := ds[g.Group]
 			c.hist.addLag(d)
 			row.State, row.Members, row.TotalLag = d.State, len(d.Members), d.TotalLag
 		}
@@ -361,7 +380,7 @@ func (c *Console) seekGroup(w http.ResponseWriter, r *http.Request) {
 		fail(err)
 		return
 	}
-	spec, err := console.ParseSeek(r.FormValue("to"))
+	spec, err := console.ParseOffset(r.FormValue("to"))
 	if err != nil {
 		fail(fmt.Errorf("%w: %v", errBadRequest, err))
 		return

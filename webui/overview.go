@@ -12,13 +12,18 @@ import (
 	"github.com/tollgate-kafka/tollgate/proxy"
 )
 
+// maxShownConnections bounds the connections table (a gateway may hold
+// ten thousand).
+const maxShownConnections = 1000
+
 // Overview is the overview page's data.
 type Overview struct {
 	Mode        string               `json:"mode"`
 	Upstream    []string             `json:"upstream,omitempty"`
 	Health      string               `json:"health"` // "ok" or why not
 	Listeners   []proxy.ListenerInfo `json:"listeners"`
-	Connections []proxy.ConnInfo     `json:"connections"`
+	Connections []proxy.ConnInfo     `json:"connections"` // the oldest maxShownConnections
+	ConnCount   int                  `json:"connections_total"`
 	Requests    []APIRate            `json:"requests"`
 	Brokers     []BrokerHealth       `json:"upstream_brokers"` // upstream mode: per node, from the metrics
 	Denials     float64              `json:"denials"`
@@ -46,6 +51,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		Listeners: []proxy.ListenerInfo{}, Connections: []proxy.ConnInfo{}}
 	if g := c.opts.Gateway; g != nil {
 		o.Listeners, o.Connections = g.Listeners(), g.Connections()
+		o.ConnCount = len(o.Connections)
+		o.Connections = o.Connections[:min(len(o.Connections), maxShownConnections)]
 		if err := g.Ready(); err != nil {
 			o.Health = err.Error()
 		}

@@ -130,9 +130,14 @@ func (c *Console) sampleLag() {
 	if err != nil {
 		return
 	}
-	for _, g := range gs.Groups() {
-		if d, err := console.DescribeGroup(ctx, adm, g); err == nil {
-			c.hist.addLag(d)
-		}
+	if len(gs) == 0 {
+		return
+	}
+	ds, _, err := console.DescribeGroups(ctx, adm, gs.Groups()...)
+	if err != nil {
+		return
+	}
+	for _, d := range ds {
+		c.hist.addLag(d)
 	}
 }

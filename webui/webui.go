@@ -25,6 +25,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tollgate-kafka/tollgate/audit"
@@ -194,6 +195,8 @@ func statusFor(err error) int {
 		return http.StatusForbidden
 	case errors.Is(err, errNoKafka):
 		return http.StatusServiceUnavailable
+	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.GroupIDNotFound):
+		return http.StatusNotFound
 	}
 	return http.StatusBadGateway // the cluster refused or failed
 }

@@ -129,6 +129,7 @@ admin: { listen: "127.0.0.1:0" }
 	if nd := page.text(t, "#configs tr.nondefault"); !strings.Contains(nd, "retention.ms\t3600000") {
 		t.Errorf("non-default config row: %q", nd)
 	}
+	shot(t, page, "console-topic.png")
 	if parts := page.text(t, "#partitions"); !strings.Contains(parts, "HIGH-WATERMARK") || !strings.Contains(parts, "0\t0\t0\t0\t0\t0\t3") {
 		t.Errorf("partitions table:\n%q", parts)
 	}
@@ -393,5 +394,53 @@ admin:
 	req.Header.Set("Sec-Fetch-Site", "cross-site")
 	if r := do(req); r.StatusCode != http.StatusForbidden {
 		t.Errorf("cross-site seek: %s", r.Status)
+	}
+}
+
+// TestBadRequests: malformed parameters are a 400 and unknown topics and
+// groups a 404, each with a JSON error (and an error line in HTML), and
+// an oversized limit is clamped rather than honoured.
+func TestBadRequests(t *testing.T) {
+	g := startGateway(t, `
+listeners: [{ listen: "127.0.0.1:0" }]
+broker: { data_dir: `+t.TempDir()+`, fsync: never }
+admin: { listen: "127.0.0.1:0" }
+`+testPolicy)
+	traffic(t, g.Server.Addr(0).String())
+	base := "http://" + g.AdminAddr().String() + "/ui"
+	cases := []struct {
+		path   string
+		status int
+		want   string
+	}{
+		{"/topics/orders/messages?partition=-1", http.StatusBadRequest, "partition"},
+		{"/topics/orders/messages?partition=x", http.StatusBadRequest, "partition"},
+		{"/topics/orders/messages?limit=0", http.StatusBadRequest, "limit"},
+		{"/topics/orders/messages?from=sideways", http.StatusBadRequest, "offset"},
+		{"/topics/orders/messages?render=pdf", http.StatusBadRequest, "render"},
+		{"/topics/orders/messages?partition=9", http.StatusNotFound, "UNKNOWN_TOPIC_OR_PARTITION"},
+		{"/topics/nope", http.StatusNotFound, "UNKNOWN_TOPIC_OR_PARTITION"},
+		{"/groups/nobody", http.StatusNotFound, "GROUP_ID_NOT_FOUND"},
+		{"/live?api=NotAnAPI", http.StatusBadRequest, "NotAnAPI"},
+	}
+	for _, c := range cases {
+		for _, accept := range []string{"application/json", "text/html"} {
+			resp := get(t, base+c.path, accept)
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != c.status || !strings.Contains(string(body), c.want) {
+				t.Errorf("%s (%s): %s %.200s; want %d and %q", c.path, accept, resp.Status, body, c.status, c.want)
+			}
+			if accept == "text/html" && !strings.Contains(string(body), `class="error"`) {
+				t.Errorf("%s: the HTML page shows no error line", c.path)
+			}
+		}
+	}
+	var m struct {
+		Limit    int
+		Messages []any
+	}
+	getJSON(t, base+"/topics/orders/messages?limit=100000", &m)
+	if m.Limit != 200 || len(m.Messages) != 3 {
+		t.Errorf("limit=100000: limit %d, %d messages; want clamped to 200, the 3 there", m.Limit, len(m.Messages))
 	}
 }

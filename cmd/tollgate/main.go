@@ -46,7 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, versionString())
 			return 0
 		case "help", "-h", "-help", "--help":
-			fmt.Fprint(stdout, helpText)
+			// The command list, then serve's flags, on stdout.
+			_, _, _ = loadConfig([]string{"-h"}, stdout)
 			return 0
 		}
 	}
@@ -91,7 +92,7 @@ usage: tollgate [flags]                   serve (the built-in broker on 127.0.0.
        tollgate COMMAND [flags] [args]
 
 commands:
-  (none)        serve: tollgate --upstream kafka-1:9092 --listen 0.0.0.0:9092 (tollgate -h for the flags)
+  (none)        serve: tollgate --upstream kafka-1:9092 --listen 0.0.0.0:9092 (its flags are below)
   check-config  validate a configuration file: tollgate check-config [--print] FILE
   topic         list, describe, create, delete, alter-config, add-partitions, trim topics
   produce       one record per stdin line: echo hi | tollgate produce orders

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -27,6 +28,7 @@ func TestShareGroupSurvivesKill9(t *testing.T) {
 	defer cancel()
 	createTestTopic(t, addr, "jobs", 2)
 	admin := testClient(t, addr)
+	checkAdvertised(t, ctx, admin)
 	setShareReset(t, ctx, admin, "workers")
 	const n = 400
 	prod := testClient(t, addr, kgo.DefaultProduceTopic("jobs"))
@@ -108,5 +110,28 @@ func setShareReset(t *testing.T, ctx context.Context, cl *kgo.Client, group stri
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil || resp.Resources[0].ErrorCode != 0 {
 		t.Fatalf("set share.auto.offset.reset: %v %+v", err, resp)
+	}
+}
+
+// checkAdvertised: the gateway's ApiVersions clamp offers the share-group
+// keys, DescribeProducers and DescribeTopicPartitions at the versions the
+// built-in broker serves (franz-go needs ShareFetch and ShareAcknowledge
+// v2).
+func checkAdvertised(t *testing.T, ctx context.Context, cl *kgo.Client) {
+	t.Helper()
+	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int16]int16{}
+	for _, k := range resp.ApiKeys {
+		got[k.ApiKey] = k.MaxVersion
+	}
+	for key, want := range map[int16]int16{apis.DescribeProducers: 0, apis.DescribeTopicPartitions: 0,
+		apis.ShareGroupHeartbeat: 1, apis.ShareGroupDescribe: 1, apis.ShareFetch: 2, apis.ShareAcknowledge: 2,
+		apis.DescribeShareGroupOffsets: 1, apis.AlterShareGroupOffsets: 0, apis.DeleteShareGroupOffsets: 0} {
+		if v, ok := got[key]; !ok || v != want {
+			t.Errorf("ApiVersions through the gateway: %s max %d (offered %v), want %d", kmsg.NameForKey(key), v, ok, want)
+		}
 	}
 }
