@@ -67,11 +67,15 @@ func ServeChild(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 			return fmt.Errorf("child: --config is for the %s child, not %q", Gateway, *role)
 		}
 		var err error
-		if cfg, err = configs.Load(*config); err != nil {
+		// As tollgate does: decode, overlay the flags, validate once.
+		if cfg, err = configs.Read(*config); err != nil {
 			return fmt.Errorf("child: %w", err)
 		}
 		if *upstream != "" {
 			cfg.Upstream = configs.NewUpstream(splitList(*upstream)...)
+		}
+		if err := cfg.Validate(); err != nil {
+			return fmt.Errorf("child: %w", err)
 		}
 		if !isFlagSet(fs, "log-level") {
 			*logLevel = cfg.Log.Level
