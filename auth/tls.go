@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/tollgate-kafka/tollgate/configs"
 )
@@ -51,8 +52,10 @@ func serverTLS(cfg *configs.ListenerTLS, log *slog.Logger) (*tls.Config, error) 
 		return build(m), nil
 	}
 	var first func() (*tls.Config, error)
+	var seen map[string]os.FileInfo
 	if parsed != nil {
 		first = func() (*tls.Config, error) { return build(parsed), nil }
+		seen = parsed.Files
 	}
 	paths := []string{cfg.Cert, cfg.Key}
 	for _, extra := range cfg.Certificates {
@@ -61,7 +64,7 @@ func serverTLS(cfg *configs.ListenerTLS, log *slog.Logger) (*tls.Config, error) 
 	if cfg.ClientCA != "" {
 		paths = append(paths, cfg.ClientCA)
 	}
-	w, err := newWatchedFrom("listener tls "+cfg.Cert, log, first, load, paths...)
+	w, err := newWatchedFrom("listener tls "+cfg.Cert, log, first, seen, load, paths...)
 	if err != nil {
 		return nil, err
 	}

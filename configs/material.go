@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"os"
 	"reflect"
 )
 
@@ -27,6 +28,11 @@ type TLSMaterial struct {
 	// ciphers as crypto/tls constants (upstream: zero and nil).
 	MinVersion   uint16
 	CipherSuites []uint16
+	// Files are the section's files as Validate found them (os.Stat just
+	// before it read each one), by path: a watcher that starts from this
+	// material compares later versions against these, so a file replaced
+	// after Validate is still noticed as a change.
+	Files map[string]os.FileInfo
 }
 
 // listenerTLSParsed is what Validate kept for one ListenerTLS, with a
@@ -107,4 +113,15 @@ func parsePrincipalRules(src []string) ([]PrincipalRule, error) {
 		rules = append(rules, pr)
 	}
 	return rules, nil
+}
+
+// files picks the stats of paths from what v.file saw.
+func (v *validator) files(paths ...string) map[string]os.FileInfo {
+	m := make(map[string]os.FileInfo, len(paths))
+	for _, p := range paths {
+		if fi, ok := v.seen[p]; ok {
+			m[p] = fi
+		}
+	}
+	return m
 }

@@ -397,6 +397,11 @@ func (v *validator) listenerTLS(p string, t *ListenerTLS) {
 	}
 	rules := v.principal(p, t)
 	if v.errs.count() == before {
+		paths := []string{t.Cert, t.Key, t.ClientCA}
+		for _, c := range t.Certificates {
+			paths = append(paths, c.Cert, c.Key)
+		}
+		m.Files = v.files(paths...)
 		t.parsed = &listenerTLSParsed{from: *t, material: m, rules: rules}
 	}
 }

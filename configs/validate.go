@@ -74,6 +74,8 @@ type validator struct {
 	errs   errorList
 	// pp collects what the policy checks compile, while they run.
 	pp *policyParsed
+	// seen are the files v.file found acceptable (TLSMaterial.Files).
+	seen map[string]os.FileInfo
 }
 
 // pos finds the position of path, or of its nearest recorded parent. A
@@ -271,6 +273,7 @@ func (v *validator) upstreamTLS(t *UpstreamTLS) {
 		}
 	}
 	if v.errs.count() == before {
+		m.Files = v.files(t.Cert, t.Key, t.CA)
 		t.parsed = &upstreamTLSParsed{from: *t, material: m}
 	}
 }
@@ -297,6 +300,10 @@ func (v *validator) file(field, path string) bool {
 		v.errf(field, path, "%s is %d bytes, too large for a PEM file", path, fi.Size())
 		return false
 	}
+	if v.seen == nil {
+		v.seen = map[string]os.FileInfo{}
+	}
+	v.seen[path] = fi
 	return true
 }
 
