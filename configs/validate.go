@@ -33,7 +33,8 @@ const AssumedNodeSpan = 100
 // TLS sections' key pairs, CA pools, version and suites
 // (ListenerTLS.Material, UpstreamTLS.Material), the principal mapping
 // rules (ListenerTLS.PrincipalRules) and the policy's regexes, address
-// patterns and API sets (Policy.Regex, Address, APIKeys). TLS files are
+// patterns and API sets (Policy.Regex, Address, APIKeys) and
+// upstream.proxy (Upstream.ProxyURL). TLS files are
 // opened and parsed here, so a missing or unreadable file is reported
 // here, with its path. On success, broker.defaults are rewritten in
 // canonical form.
