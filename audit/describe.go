@@ -233,3 +233,17 @@ func AddFetchResult(rec *Record, topic string, partition int32, bytes int, error
 	rp.Bytes += bytes
 	rp.ErrorCode = errorCode
 }
+
+// AddFetchRecords adds the records a streamed Fetch response returned for
+// one partition, when the backend knows them (the built-in broker). Call
+// it after AddFetchResult for the same partition.
+func AddFetchRecords(rec *Record, topic string, partition int32, records int) {
+	if records <= 0 {
+		return
+	}
+	if rt := rec.findTopic(-1, topic); rt != nil {
+		if rp := rt.findPartition(-1, partition); rp != nil {
+			rp.Records += records
+		}
+	}
+}

@@ -2,8 +2,11 @@ package broker
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/tollgate-kafka/tollgate/broker/storage"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -19,7 +22,9 @@ import (
 //   ProduceRequest.validateRecords): a record set too short or whose length
 //   field overruns is CORRUPT_MESSAGE; magic != 2 or more than one batch is
 //   INVALID_RECORD. Storage checks the CRC (CORRUPT_MESSAGE), record counts,
-//   control batches (INVALID_RECORD), max.message.bytes
+//   every record inside, decompressed when compressed (storage.ValidateBatch:
+//   INVALID_RECORD, or CORRUPT_MESSAGE for a payload that does not
+//   decompress), control batches (INVALID_RECORD), max.message.bytes
 //   (MESSAGE_TOO_LARGE) and producer sequences (OUT_OF_ORDER_SEQUENCE_NUMBER,
 //   INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID; duplicates succeed with the
 //   original offset). Nothing is appended for a partition that errors.
@@ -29,7 +34,8 @@ import (
 //   (single node: "all" replicas is us); a durability failure is
 //   KAFKA_STORAGE_ERROR. acks 0 gets no response; any partition error closes
 //   the connection so the producer refreshes metadata (KafkaApis
-//   handleProduceRequest). Other acks values get INVALID_REQUIRED_ACKS.
+//   handleProduceRequest); a batch that does not parse closes it as a
+//   malformed request (the gateway counts it as the client's). Other acks values get INVALID_REQUIRED_ACKS.
 // * Transactional produce (TransactionID set, transactions v1): the batch
 //   must be transactional, its producer id must own the transactional id
 //   (else INVALID_PRODUCER_ID_MAPPING), an older epoch is
@@ -60,7 +66,7 @@ func handleProduce(c *Conn, kreq kmsg.Request, r reply) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	now := time.Now()
 	var waits []produceWait
-	anyErr := false
+	anyErr, badRecords := false, false
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
@@ -77,6 +83,7 @@ func handleProduce(c *Conn, kreq kmsg.Request, r reply) {
 			code, msg, durable := c.produceOne(req, t, rp, &sp, now)
 			if code != 0 {
 				anyErr = true
+				badRecords = badRecords || code == kerr.InvalidRecord.Code || code == kerr.CorruptMessage.Code
 				sp.ErrorCode = code
 				if req.Version >= 8 && msg != "" {
 					sp.ErrorMessage = kmsg.StringPtr(msg)
@@ -90,6 +97,12 @@ func handleProduce(c *Conn, kreq kmsg.Request, r reply) {
 		resp.Topics = append(resp.Topics, st)
 	}
 	if req.Acks == 0 {
+		if badRecords {
+			// The client sent batches that do not parse: its fault, and
+			// labelled so by the gateway (wire.ErrMalformedRequest).
+			r(nil, fmt.Errorf("%w: acks=0 produce with an invalid record batch; closing the connection", ErrMalformedRequest))
+			return
+		}
 		if anyErr {
 			r(nil, fmt.Errorf("acks=0 produce failed for at least one partition; closing the connection so the producer refreshes metadata"))
 			return
@@ -152,6 +165,10 @@ func (c *Conn) appendOne(p *partition, rp kmsg.ProduceRequestTopicPartition, sp 
 		code := storageCode(err)
 		if code == kerr.KafkaStorageError.Code {
 			c.b.log.Error("append", "partition", p.dirName(), "err", err)
+		}
+		if errors.Is(err, storage.ErrKeyless) && c.b.keylessLog.allow(now) {
+			c.b.log.Warn("produce without a key to a compacted topic refused (logged at most once a second; counted in tollgate_broker_compacted_keyless_refused_total)",
+				"partition", p.dirName(), "client", c.remote)
 		}
 		return code, err.Error(), nil
 	}

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"errors"
-	"math"
 	"reflect"
 	"time"
 
@@ -23,7 +22,8 @@ import (
 //   transaction overlapping [FetchOffset, first batch not returned), so the
 //   consumer drops their records (Kafka's UnifiedLog.addAbortedTransactions).
 //   The response's LastStableOffset is the bound the read used.
-// * MaxBytes and PartitionMaxBytes bound the response, except that the first
+// * MaxBytes (at most fetchMaxBytes, Kafka's fetch.max.bytes) and
+//   PartitionMaxBytes bound the response, except that the first
 //   non-empty partition always returns at least one batch so a consumer can
 //   make progress past a large batch (KIP-74).
 // * Long polling: if fewer than MinBytes are available, no partition erred
@@ -46,6 +46,10 @@ import (
 // * v5: LogStartOffset; v7: sessions; v11: PreferredReadReplica (-1)
 // * v12: flexible; v13: topic ids; v15: ReplicaState (ignored: no
 //   followers); v16+: NodeEndpoints only with NOT_LEADER errors (never)
+
+// fetchMaxBytes caps a Fetch response as Kafka's broker config
+// fetch.max.bytes does (default 55 MiB, KIP-541), whatever MaxBytes asks.
+const fetchMaxBytes = 55 << 20
 
 func init() { regKey(1, 4, 18, handleFetch) }
 
@@ -137,9 +141,9 @@ func (f *fetch) resolve(items []fetchItem) {
 // record bytes found and whether any partition erred.
 func (f *fetch) read() (total int, erred bool) {
 	committed := f.req.IsolationLevel == 1
-	remaining := math.MaxInt32
+	remaining := fetchMaxBytes
 	if f.req.Version >= 3 && f.req.MaxBytes >= 0 {
-		remaining = int(f.req.MaxBytes)
+		remaining = min(int(f.req.MaxBytes), fetchMaxBytes)
 	}
 	for ti := range f.topics {
 		for pi := range f.topics[ti].parts {

@@ -38,12 +38,16 @@ func handleCreateTopics(c *Conn, req *kmsg.CreateTopicsRequest) (kmsg.Response, 
 		seen[rt.Topic]++
 	}
 	for _, rt := range req.Topics {
+		if seen[rt.Topic] < 0 {
+			continue // a repeated name is answered once, as Kafka does (dedupe.go)
+		}
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
 		st.NumPartitions, st.ReplicationFactor = -1, -1
 		var err error
 		var t *topic
 		if seen[rt.Topic] > 1 {
+			seen[rt.Topic] = -1
 			err = kafkaErr(kerr.InvalidRequest, "topic %q appears more than once in the request", rt.Topic)
 		} else {
 			var s createSpec

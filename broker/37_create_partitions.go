@@ -29,9 +29,16 @@ func handleCreatePartitions(c *Conn, req *kmsg.CreatePartitionsRequest) (kmsg.Re
 		seen[rt.Topic]++
 	}
 	for _, rt := range req.Topics {
+		n := seen[rt.Topic]
+		if n < 0 {
+			continue // a repeated name is answered once, as Kafka does (dedupe.go)
+		}
+		if n > 1 {
+			seen[rt.Topic] = -1
+		}
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
-		err := c.createPartitions(rt, seen[rt.Topic] > 1, req.ValidateOnly)
+		err := c.createPartitions(rt, n > 1, req.ValidateOnly)
 		if errors.Is(err, ErrClosed) {
 			return nil, err
 		}

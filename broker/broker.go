@@ -36,10 +36,13 @@ var (
 	// ErrClosed means the broker or the connection has been closed.
 	ErrClosed = errors.New("broker: closed")
 	// ErrUnsupportedRequest means a request key or version the broker does
-	// not serve; the connection must be closed, as Kafka does.
-	ErrUnsupportedRequest = errors.New("broker: unsupported request key or version")
-	// ErrMalformedRequest means a request body did not decode.
-	ErrMalformedRequest = errors.New("broker: malformed request")
+	// not serve; the connection must be closed, as Kafka does. It wraps
+	// wire.ErrUnsupportedRequest, so the gateway labels the close as the
+	// client's doing.
+	ErrUnsupportedRequest = fmt.Errorf("broker: %w", wire.ErrUnsupportedRequest)
+	// ErrMalformedRequest means a request body did not decode; it wraps
+	// wire.ErrMalformedRequest.
+	ErrMalformedRequest = fmt.Errorf("broker: %w", wire.ErrMalformedRequest)
 )
 
 // Config configures the built-in broker. Zero values take the defaults
@@ -142,8 +145,10 @@ type Broker struct {
 	stop chan struct{} // closed by Close: ends the retention loop and long polls
 
 	sessions *fetchSessionCache // KIP-227 fetch sessions
-	bg       sync.WaitGroup
-	retainEv time.Duration
+
+	keylessLog everySecond // rate limit of the keyless-produce warning (cleaner.go)
+	bg         sync.WaitGroup
+	retainEv   time.Duration
 }
 
 // Open locks the data directory, loads the topic registry and recovers every
@@ -361,6 +366,7 @@ func (c *Conn) Handle(req *wire.Request, done func(wire.Body, error)) {
 		done(nil, fmt.Errorf("%w: %s v%d: %w", ErrMalformedRequest, kmsg.NameForKey(req.Key), req.Version, err))
 		return
 	}
+	dedupeRequest(kreq) // dedupe.go
 	var once sync.Once
 	e.h(c, kreq, func(b wire.Body, err error) {
 		once.Do(func() { done(b, err) })

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/tollgate-kafka/tollgate/broker/storage"
@@ -64,4 +65,13 @@ func (b *Broker) cleanAll(now time.Time, force bool) int {
 		}
 	}
 	return cleaned
+}
+
+// everySecond lets one event through per second (rate-limited logs of
+// what clients can trigger at will). The zero value is ready.
+type everySecond struct{ last atomic.Int64 }
+
+func (e *everySecond) allow(now time.Time) bool {
+	last := e.last.Load()
+	return now.UnixNano()-last >= int64(time.Second) && e.last.CompareAndSwap(last, now.UnixNano())
 }

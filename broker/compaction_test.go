@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-kafka/tollgate/broker/storage"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -156,7 +157,7 @@ func TestKgoCompaction(t *testing.T) {
 }
 
 func TestKgoCompactedTopicRefusesKeylessRecords(t *testing.T) {
-	_, srv := newBroker(t)
+	b, srv := newBroker(t)
 	compactedTopic(t, srv.addr(), "keys", nil)
 	cl := newClient(t, srv.addr(), kgo.ProducerLinger(0))
 	err := cl.ProduceSync(testCtx(t), &kgo.Record{Topic: "keys", Value: []byte("no key")}).FirstErr()
@@ -166,10 +167,15 @@ func TestKgoCompactedTopicRefusesKeylessRecords(t *testing.T) {
 	if err := cl.ProduceSync(testCtx(t), &kgo.Record{Topic: "keys", Key: []byte("k"), Value: []byte("v")}).FirstErr(); err != nil {
 		t.Fatalf("keyed record after a refused one: %v", err)
 	}
+	if st := b.PartitionStats()[0]; st.KeylessRefused != 1 || st.LogEndOffset != 1 {
+		t.Fatalf("after one refused keyless produce: %+v", st)
+	}
 }
 
 func TestKgoCompactionTransactions(t *testing.T) {
-	b, srv := newBroker(t)
+	// fsync=always: the high watermark follows fsyncs, and the swap must
+	// keep the segment it points into valid.
+	b, srv := newBroker(t, func(c *Config) { c.Fsync = storage.FsyncAlways })
 	topic := "compact-txn"
 	compactedTopic(t, srv.addr(), topic, nil)
 	txn := newClient(t, srv.addr(), kgo.TransactionalID("compactor"), kgo.ProducerLinger(0), kgo.DefaultProduceTopic(topic))

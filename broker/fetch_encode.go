@@ -23,8 +23,9 @@ import (
 // fetchBody is a Fetch response body. WriteTo releases the read results;
 // a body that is never written must be released with Release.
 type fetchBody struct {
-	segs []fetchSeg
-	n    int
+	segs    []fetchSeg
+	n       int
+	fetched []wire.FetchedPartition // per partition served, for audit (wire.FetchSummary)
 
 	mu       sync.Mutex
 	released bool
@@ -36,7 +37,13 @@ type fetchSeg struct {
 	rr *storage.ReadResult
 }
 
-var _ wire.Body = (*fetchBody)(nil)
+var (
+	_ wire.Body         = (*fetchBody)(nil)
+	_ wire.FetchSummary = (*fetchBody)(nil)
+)
+
+// Fetched reports what each partition returned.
+func (f *fetchBody) Fetched() []wire.FetchedPartition { return f.fetched }
 
 // Len is the exact body length.
 func (f *fetchBody) Len() int { return f.n }
@@ -239,6 +246,7 @@ func (f *fetch) encode() *fetchBody {
 			if fp.rr != nil {
 				served += fp.rr.Size
 			}
+			e.body.fetched = append(e.body.fetched, fetchedOf(ft, fp))
 			e.records(fp.rr)
 			fp.rr = nil // owned by the body now
 			e.emptyTags()
@@ -249,6 +257,17 @@ func (f *fetch) encode() *fetchBody {
 	e.flush()
 	f.c.b.observeBytes(0, served)
 	return e.body
+}
+
+// fetchedOf summarises one partition of the response; records are those
+// at or after the fetch offset (the batches' offsets up to the next batch).
+func fetchedOf(ft *fetchTopic, fp *fetchPart) wire.FetchedPartition {
+	out := wire.FetchedPartition{Topic: ft.name, TopicID: ft.id, Partition: fp.partition, ErrorCode: fp.code}
+	if fp.rr != nil && fp.rr.Size > 0 {
+		out.Bytes = fp.rr.Size
+		out.Records = int(max(fp.rr.NextOffset-fp.offset, 0))
+	}
+	return out
 }
 
 // included is how many of the topic's partitions the response carries.

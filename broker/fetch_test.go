@@ -16,7 +16,7 @@ func TestFetchEncodingMatchesKmsg(t *testing.T) {
 	b := openBroker(t, t.TempDir())
 	c := b.NewConn("test")
 	defer c.Close()
-	s, err := b.checkCreate("enc", 2, 1, nil)
+	s, err := b.checkCreate("enc", 3, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestFetchEncodingMatchesKmsg(t *testing.T) {
 			for _, p := range []struct {
 				idx int32
 				off int64
-			}{{0, 0}, {1, 0}, {0, 99}, {9, 0}} {
+			}{{0, 0}, {1, 0}, {2, 99}, {9, 0}} { // distinct: repeated partitions are de-duplicated (dedupe.go)
 				rp := kmsg.NewFetchRequestTopicPartition()
 				rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p.idx, p.off, 1<<20
 				rt.Partitions = append(rt.Partitions, rp)

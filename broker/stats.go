@@ -37,6 +37,7 @@ type PartitionStat struct {
 	DirtyRatio     float64 // uncleaned share of the cleanable log
 	CleanerRuns    int64   // cleanings since the broker opened
 	CleanerReclaim int64   // bytes those cleanings removed
+	KeylessRefused int64   // produces refused for a record without a key
 }
 
 // PartitionStats returns every partition's offsets and size, sorted by
@@ -57,6 +58,7 @@ func (b *Broker) PartitionStats() []PartitionStat {
 		if st.Compacted {
 			cs := p.log.CleanerStats()
 			st.DirtyRatio, st.CleanerRuns, st.CleanerReclaim = cs.DirtyRatio, cs.Runs, cs.BytesReclaimed
+			st.KeylessRefused = cs.KeylessRefused
 		}
 		out = append(out, st)
 	}

@@ -109,6 +109,11 @@ type Upstream struct {
 	// MetadataRefresh is how often the gateway refreshes its view of the
 	// upstream brokers.
 	MetadataRefresh Duration `yaml:"metadata_refresh"`
+	// ForwardUnknownAPIs relays requests the gateway cannot decode (keys
+	// newer than this build, up to 127; newer versions of keys whose
+	// responses carry no address) instead of closing the connection.
+	// Policy can still deny them by key number or the group "unknown".
+	ForwardUnknownAPIs bool `yaml:"forward_unknown_apis,omitempty"`
 
 	// proxyURL is Proxy as Validate parsed it (ProxyURL).
 	proxyURL *parsedProxyURL
@@ -173,6 +178,14 @@ type Limits struct {
 	MaxFrameBytes Size `yaml:"max_frame_bytes"`
 	// MaxPreauthFrameBytes caps frames before authentication completes.
 	MaxPreauthFrameBytes Size `yaml:"max_preauth_frame_bytes"`
+	// MaxRequestBytes caps the frames of every API but Produce (which
+	// alone may use MaxFrameBytes): no other request needs 100 MiB, and a
+	// Metadata of that size decodes into gigabytes.
+	MaxRequestBytes Size `yaml:"max_request_bytes"`
+	// MaxRequestBytesInFlight is the memory budget for request bodies
+	// held across all connections (Kafka's queued.max.request.bytes);
+	// when it is spent the gateway stops reading until requests finish.
+	MaxRequestBytesInFlight Size `yaml:"max_request_bytes_in_flight"`
 	// MaxConnections caps client connections across all listeners.
 	MaxConnections int `yaml:"max_connections"`
 	// MaxConnectionsPerAddress caps connections from one client IP; 0
@@ -215,6 +228,8 @@ const (
 	DefaultDataDir         = "./tollgate-data"
 	DefaultMaxFrameBytes   = 100 * MiB
 	DefaultMaxPreauthBytes = 512 * KiB
+	DefaultMaxRequestBytes = 8 * MiB
+	DefaultMaxInFlightMem  = 512 * MiB
 	DefaultMaxConnections  = 10000
 	DefaultMaxConnsPerAddr = 200
 	DefaultMaxInFlight     = 100
@@ -250,6 +265,8 @@ func Default() *Config {
 		Limits: Limits{
 			MaxFrameBytes:            DefaultMaxFrameBytes,
 			MaxPreauthFrameBytes:     DefaultMaxPreauthBytes,
+			MaxRequestBytes:          DefaultMaxRequestBytes,
+			MaxRequestBytesInFlight:  DefaultMaxInFlightMem,
 			MaxConnections:           DefaultMaxConnections,
 			MaxConnectionsPerAddress: DefaultMaxConnsPerAddr,
 			MaxInFlight:              DefaultMaxInFlight,

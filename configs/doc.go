@@ -47,6 +47,7 @@
 //	  sasl: ~                   # {mechanism, username, password_file | token_file}, or passthrough; see security.go
 //	  dial_timeout: 10s
 //	  metadata_refresh: 30s     # how often the broker list is refreshed
+//	  forward_unknown_apis: false  # relay keys/versions the gateway cannot decode (default: close)
 //	broker:                     # the built-in broker (ignored with an upstream)
 //	  data_dir: ./tollgate-data # relative to the working directory
 //	  fsync: always             # always | interval | never
@@ -60,6 +61,8 @@
 //	limits:
 //	  max_frame_bytes: 100MiB   # 1 to 2^31-1
 //	  max_preauth_frame_bytes: 512KiB  # <= max_frame_bytes
+//	  max_request_bytes: 8MiB   # every API but Produce; capped at max_frame_bytes
+//	  max_request_bytes_in_flight: 512MiB  # request bodies held across connections; raised to max_frame_bytes
 //	  max_connections: 10000
 //	  max_connections_per_address: 200  # 0 = no per-address cap
 //	  max_in_flight: 100        # pipelined requests per connection

@@ -219,6 +219,20 @@ func (r *Rate) Bursts() (requests int, produce, fetch Size) {
 	return requests, produce, fetch
 }
 
+// MaxNamedKey is the largest API key a rule can name. Keys above
+// kmsg.MaxKey are ones this build cannot decode; the gateway refuses them
+// unless upstream.forward_unknown_apis relays them, and rules can still
+// deny them by number or with the group "unknown".
+const MaxNamedKey = 127
+
+func unknownKeys() []int16 {
+	var keys []int16
+	for k := int16(kmsg.MaxKey + 1); k <= MaxNamedKey; k++ {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
 // APIGroups are the names usable in Match.API for sets of keys, from the
 // API table (apis.GroupNames; "admin" is every key in no other group
 // except Metadata, ApiVersions, the SASL keys and client telemetry, which
@@ -229,13 +243,14 @@ var APIGroups = func() map[string][]int16 {
 		g, _ := apis.GroupByName(name)
 		m[name] = apis.Keys(g)
 	}
+	m["unknown"] = unknownKeys() // keys newer than this build
 	return m
 }()
 
 // ResolveAPI turns one Match.API entry into API keys: a group name
 // (lowercase, exactly), an API name (otherwise case-insensitive: Kafka's
-// "InitProducerId" or kmsg's "InitProducerID"), or a key number that kmsg
-// knows.
+// "InitProducerId" or kmsg's "InitProducerID"), or a key number up to
+// MaxNamedKey.
 func ResolveAPI(s string) ([]int16, error) {
 	t := strings.TrimSpace(s)
 	// Group names are lowercase and matched exactly, so "produce" is the
@@ -244,8 +259,8 @@ func ResolveAPI(s string) ([]int16, error) {
 		return g, nil
 	}
 	if n, err := strconv.Atoi(t); err == nil {
-		if n < 0 || n > kmsg.MaxKey {
-			return nil, fmt.Errorf("API key %d is not one this version knows (0-%d)", n, kmsg.MaxKey)
+		if n < 0 || n > MaxNamedKey {
+			return nil, fmt.Errorf("API key %d is out of range (0-%d; keys above %d are newer than this version)", n, MaxNamedKey, kmsg.MaxKey)
 		}
 		return []int16{int16(n)}, nil
 	}
@@ -258,7 +273,7 @@ func ResolveAPI(s string) ([]int16, error) {
 	if c := closestAPI(t); c != "" {
 		msg += fmt.Sprintf(" (did you mean %q?)", c)
 	}
-	return nil, fmt.Errorf("%s: want an API name such as Produce or CreateTopics, a key number, or a group (admin, produce, consume, group, transaction)", msg)
+	return nil, fmt.Errorf("%s: want an API name such as Produce or CreateTopics, a key number, or a group (admin, produce, consume, group, transaction, unknown)", msg)
 }
 
 func closestAPI(s string) string {

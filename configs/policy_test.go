@@ -15,7 +15,7 @@ func TestPolicyErrors(t *testing.T) {
 	}{
 		{"bad regex", rule("{match: {client_id: {regex: \"a(\"}}, action: deny}"), "3:35", "policy.rules[0].match.client_id.regex[0]", `"a(" is not a valid regular expression: missing closing )`},
 		{"unknown api", rule("{match: {api: [Produse]}, action: deny}"), "3:22", "policy.rules[0].match.api[0]", `unknown API "Produse" (did you mean "Produce"?)`},
-		{"api number", rule("{match: {api: [400]}, action: deny}"), "3:22", "policy.rules[0].match.api[0]", "API key 400 is not one this version knows"},
+		{"api number", rule("{match: {api: [400]}, action: deny}"), "3:22", "policy.rules[0].match.api[0]", "API key 400 is out of range"},
 		{"negative rate", rule("{match: {}, rate: {requests_per_second: -5}}"), "3:47", "policy.rules[0].rate.requests_per_second", "-5 is negative"},
 		{"negative bytes", rule("{match: {}, rate: {produce_bytes_per_second: -5}}"), "3:52", "policy.rules[0].rate.produce_bytes_per_second", "size -5 is negative"},
 		{"no rate", rule("{match: {}, rate: {per: shared}}"), "3:25", "policy.rules[0].rate", "no rate"},

@@ -360,6 +360,14 @@ func (v *validator) limits() {
 	case maxOK && l.MaxPreauthFrameBytes > l.MaxFrameBytes:
 		v.errf("limits.max_preauth_frame_bytes", l.MaxPreauthFrameBytes, "%s is larger than max_frame_bytes %s", l.MaxPreauthFrameBytes, l.MaxFrameBytes)
 	}
+	// Both are bounded by max_frame_bytes in the gateway: max_request_bytes
+	// is capped at it, the in-flight budget raised to it.
+	if l.MaxRequestBytes <= 0 {
+		v.errf("limits.max_request_bytes", l.MaxRequestBytes, "%s: want a size above zero", l.MaxRequestBytes)
+	}
+	if l.MaxRequestBytesInFlight <= 0 {
+		v.errf("limits.max_request_bytes_in_flight", l.MaxRequestBytesInFlight, "%s: want a size above zero", l.MaxRequestBytesInFlight)
+	}
 	if l.MaxConnections < 1 {
 		v.errf("limits.max_connections", l.MaxConnections, "%d: want at least 1", l.MaxConnections)
 	}

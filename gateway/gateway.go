@@ -261,7 +261,8 @@ func (s brokerStats) Partitions() []metrics.PartitionStat {
 	for i, p := range ps {
 		out[i] = metrics.PartitionStat{Topic: p.Topic, Partition: p.Partition,
 			LogStartOffset: p.LogStartOffset, LogEndOffset: p.LogEndOffset, SizeBytes: p.SizeBytes,
-			Compacted: p.Compacted, DirtyRatio: p.DirtyRatio, CleanerRuns: p.CleanerRuns, CleanerReclaimedBytes: p.CleanerReclaim}
+			Compacted: p.Compacted, DirtyRatio: p.DirtyRatio, CleanerRuns: p.CleanerRuns, CleanerReclaimedBytes: p.CleanerReclaim,
+			KeylessRefused: p.KeylessRefused}
 	}
 	return out
 }

@@ -107,6 +107,8 @@ func proxyOptions(cfg *configs.Config, log *slog.Logger) proxy.Options {
 		MaxConnections:           cfg.Limits.MaxConnections,
 		MaxConnectionsPerAddress: cfg.Limits.MaxConnectionsPerAddress,
 		MaxPreauthFrameBytes:     int32(min(int64(cfg.Limits.MaxPreauthFrameBytes), 1<<31-1)),
+		MaxRequestBytes:          int32(min(int64(cfg.Limits.MaxRequestBytes), 1<<31-1)),
+		MaxRequestBytesInFlight:  int64(cfg.Limits.MaxRequestBytesInFlight),
 		ConnectionRatePerAddress: float64(cfg.Limits.ConnectionRatePerAddress),
 		AuthFailuresPerAddress:   cfg.Limits.AuthFailuresPerAddress,
 		AuthLockout:              cfg.Limits.AuthLockout.D(),
@@ -162,6 +164,7 @@ func (p *Plan) listener(l *configs.Listener, log *slog.Logger) (proxy.ListenerOp
 func (p *Plan) upstream() error {
 	u := p.Config.Upstream
 	p.proxy.Bootstrap = u.Bootstrap
+	p.proxy.ForwardUnknownAPIs = u.ForwardUnknownAPIs
 	p.proxy.DialTimeout = u.DialTimeout.D()
 	p.proxy.MetadataRefresh = u.MetadataRefresh.D()
 	if u.TLS != nil {

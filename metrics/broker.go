@@ -20,6 +20,7 @@ type PartitionStat struct {
 	DirtyRatio            float64
 	CleanerRuns           int64
 	CleanerReclaimedBytes int64
+	KeylessRefused        int64 // produces refused for a record without a key
 }
 
 // GroupLag is one committed offset of a consumer group, with the group's
@@ -68,6 +69,8 @@ var (
 		"Built-in broker: log cleanings of a compacted partition since the broker started.", []string{"topic", "partition"}, nil)
 	descCleanBytes = prometheus.NewDesc("tollgate_broker_log_cleaner_reclaimed_bytes_total",
 		"Built-in broker: bytes the log cleaner removed from a compacted partition since the broker started.", []string{"topic", "partition"}, nil)
+	descKeyless = prometheus.NewDesc("tollgate_broker_compacted_keyless_refused_total",
+		"Built-in broker: produces to a compacted partition refused for a record without a key (INVALID_RECORD).", []string{"topic", "partition"}, nil)
 	descTrunc = prometheus.NewDesc("tollgate_broker_series_truncated",
 		"1 when the last scrape left out partitions or groups beyond the series cap.", nil, nil)
 )
@@ -77,7 +80,7 @@ type brokerCollector struct {
 }
 
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range append([]*prometheus.Desc{descLEO, descLSO, descSize, descDirty, descCleanRuns, descCleanBytes, descLag, descMembers, descTxns, descTrunc}, shareDescs...) {
+	for _, d := range append([]*prometheus.Desc{descLEO, descLSO, descSize, descDirty, descCleanRuns, descCleanBytes, descKeyless, descLag, descMembers, descTxns, descTrunc}, shareDescs...) {
 		ch <- d
 	}
 }
@@ -102,6 +105,7 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descDirty, prometheus.GaugeValue, ps.DirtyRatio, ps.Topic, part)
 			ch <- prometheus.MustNewConstMetric(descCleanRuns, prometheus.CounterValue, float64(ps.CleanerRuns), ps.Topic, part)
 			ch <- prometheus.MustNewConstMetric(descCleanBytes, prometheus.CounterValue, float64(ps.CleanerReclaimedBytes), ps.Topic, part)
+			ch <- prometheus.MustNewConstMetric(descKeyless, prometheus.CounterValue, float64(ps.KeylessRefused), ps.Topic, part)
 		}
 	}
 	lags := s.GroupLag()

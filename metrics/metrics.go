@@ -80,6 +80,8 @@ type Metrics struct {
 	auditDropped  *prometheus.CounterVec
 	rewrites      *prometheus.CounterVec
 	malformed     *prometheus.CounterVec
+	budgetBytes   prometheus.Gauge   // request bytes held in memory across connections
+	budgetWaits   prometheus.Counter // reads that waited for the shared budget
 	sniRefused    *prometheus.CounterVec
 	fsync         prometheus.Histogram
 	brokerBytes   *prometheus.CounterVec
@@ -155,6 +157,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Responses whose broker addresses were rewritten, by API."}, []string{"api"}))
 	m.malformed = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "malformed_frames_total",
 		Help: "Malformed client frames, by cause."}, []string{"cause"}))
+	m.budgetBytes = register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "request_bytes_in_flight",
+		Help: "Request body bytes held in memory across all connections (limits.max_request_bytes_in_flight)."}))
+	m.budgetWaits = register(reg, prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "request_budget_waits_total",
+		Help: "Times a connection stopped reading because the request memory budget was spent."}))
 	m.sniRefused = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sni_refused_total",
 		Help: "TLS hellos refused by an SNI listener, by listener and reason (no_sni, unknown_name, unknown_node)."}, []string{"listener", "reason"}))
 	m.fsync = register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "broker", Name: "fsync_duration_seconds",
@@ -276,6 +282,18 @@ func (m *Metrics) Malformed(cause string) {
 		return
 	}
 	m.malformed.WithLabelValues(m.causeSet.label(cause)).Inc()
+}
+
+// RequestBudget reports the request bytes held in memory across
+// connections, and whether a read had to wait for them.
+func (m *Metrics) RequestBudget(inFlight int64, waited bool) {
+	if m == nil {
+		return
+	}
+	m.budgetBytes.Set(float64(inFlight))
+	if waited {
+		m.budgetWaits.Inc()
+	}
 }
 
 // SNIRefused counts a TLS hello an SNI listener refused (proxy.SNIHooks).

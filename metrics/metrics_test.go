@@ -106,7 +106,7 @@ type fakeBroker struct{}
 
 func (fakeBroker) Partitions() []PartitionStat {
 	return []PartitionStat{{Topic: "orders", Partition: 0, LogStartOffset: 5, LogEndOffset: 42, SizeBytes: 4096},
-		{Topic: "state", Partition: 1, Compacted: true, DirtyRatio: 0.25, CleanerRuns: 3, CleanerReclaimedBytes: 9000}}
+		{Topic: "state", Partition: 1, Compacted: true, DirtyRatio: 0.25, CleanerRuns: 3, CleanerReclaimedBytes: 9000, KeylessRefused: 2}}
 }
 func (fakeBroker) GroupLag() []GroupLag {
 	return []GroupLag{{Group: "billing", Topic: "orders", Partition: 0, Lag: 7, Members: 3}}
@@ -180,6 +180,7 @@ func TestCountersMatchCalls(t *testing.T) {
 	mustValue(t, f, 0.25, "tollgate_broker_log_dirty_ratio", "topic", "state", "partition", "1")
 	mustValue(t, f, 3, "tollgate_broker_log_cleaner_runs_total", "topic", "state", "partition", "1")
 	mustValue(t, f, 9000, "tollgate_broker_log_cleaner_reclaimed_bytes_total", "topic", "state", "partition", "1")
+	mustValue(t, f, 2, "tollgate_broker_compacted_keyless_refused_total", "topic", "state", "partition", "1")
 	for _, m := range f["tollgate_broker_log_dirty_ratio"].GetMetric() {
 		for _, lp := range m.GetLabel() {
 			if lp.GetValue() == "orders" {

@@ -56,7 +56,7 @@ func Compile(cfg configs.Policy) (*Engine, []Warning, error) {
 // client a fresh budget. Errors are those configs.Validate reports too
 // (Compile checks again so an engine is never built from a bad policy).
 func CompileFrom(prev *Engine, cfg configs.Policy) (*Engine, []Warning, error) {
-	e := &Engine{byKey: make([][]int32, kmsg.MaxKey+1), hide: map[string]bool{}}
+	e := &Engine{byKey: make([][]int32, configs.MaxNamedKey+1), hide: map[string]bool{}}
 	switch cfg.Default {
 	case configs.PolicyAllow, "":
 	case configs.PolicyDeny:

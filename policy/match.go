@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 
 	"github.com/tollgate-kafka/tollgate/configs"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // strMatcher is a compiled configs.StringMatch: any pattern is enough.
@@ -284,9 +283,11 @@ func compileRule(pol *configs.Policy, i int, src *configs.Rule, name string) (*r
 }
 
 // allKeys lists every key kmsg knows, for per-key rule tables.
+// allKeys is every key a rule can name, those newer than kmsg included
+// (configs.MaxNamedKey).
 func allKeys() []int16 {
-	keys := make([]int16, 0, kmsg.MaxKey+1)
-	for k := int16(0); k <= kmsg.MaxKey; k++ {
+	keys := make([]int16, 0, configs.MaxNamedKey+1)
+	for k := int16(0); k <= configs.MaxNamedKey; k++ {
 		keys = append(keys, k)
 	}
 	return keys

@@ -105,8 +105,9 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestUnknownKeyPassesThrough: a key kmsg does not know is forwarded as
-// bytes, untouched, and the upstream's answer comes back untouched. (kfake
+// TestUnknownKeyPassesThrough: with ForwardUnknownAPIs, a key kmsg does
+// not know is forwarded as bytes, untouched, and the upstream's answer
+// comes back untouched. (kfake
 // cannot be the upstream here: it dereferences nil on unknown keys, so the
 // upstream is a byte-level peer that answers with a canned frame.)
 func TestUnknownKeyPassesThrough(t *testing.T) {
@@ -115,7 +116,7 @@ func TestUnknownKeyPassesThrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	request := []byte{0, 0, 0, 13, 0x7f, 0x00, 0, 3, 0, 0, 0, 42, 0, 1, 'c', 0xde, 0xad}
+	request := []byte{0, 0, 0, 13, 0x00, 0x78, 0, 3, 0, 0, 0, 42, 0, 1, 'c', 0xde, 0xad}
 	response := []byte{0, 0, 0, 7, 0, 0, 0, 42, 0xbe, 0xef, 0x01}
 	got := make(chan []byte, 1)
 	go func() {
@@ -127,7 +128,7 @@ func TestUnknownKeyPassesThrough(t *testing.T) {
 			go func() {
 				defer c.Close()
 				buf := make([]byte, len(request))
-				if _, err := io.ReadFull(c, buf); err != nil || buf[4] != 0x7f {
+				if _, err := io.ReadFull(c, buf); err != nil || buf[5] != 0x78 {
 					return // the gateway's discovery probe
 				}
 				got <- buf
@@ -137,10 +138,11 @@ func TestUnknownKeyPassesThrough(t *testing.T) {
 		}
 	}()
 	srv, err := proxy.New(proxy.Options{
-		Listeners:   []proxy.ListenerOptions{{Name: "t", Listen: "127.0.0.1:0"}},
-		Bootstrap:   []string{ln.Addr().String()},
-		Logger:      testLogger(t),
-		DialTimeout: 2 * time.Second,
+		Listeners:          []proxy.ListenerOptions{{Name: "t", Listen: "127.0.0.1:0"}},
+		Bootstrap:          []string{ln.Addr().String()},
+		Logger:             testLogger(t),
+		DialTimeout:        2 * time.Second,
+		ForwardUnknownAPIs: true,
 	})
 	if err != nil {
 		t.Fatal(err)

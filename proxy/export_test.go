@@ -2,3 +2,11 @@ package proxy
 
 // Test hooks for the external test package.
 var SASLUserForTest = saslUser
+
+// BudgetForTest reports the shared request budget's available bytes and
+// how many reads wait on it.
+func BudgetForTest(s *Server) (avail int64, waiting int) {
+	s.budget.mu.Lock()
+	defer s.budget.mu.Unlock()
+	return s.budget.avail, s.budget.waiting
+}

@@ -53,6 +53,7 @@ type fetchResult struct {
 	partition int32
 	errorCode int16
 	bytes     int
+	records   int // known only for the built-in broker's bodies (wire.FetchSummary)
 }
 
 // relayFetch streams one flexible Fetch response of total bytes (size

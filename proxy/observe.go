@@ -25,6 +25,9 @@ type Hooks interface {
 	Malformed(cause string)
 	Denied(rule string)
 	Throttled(rule string, d time.Duration)
+	// RequestBudget reports request bytes held in memory across all
+	// connections, and whether a read waited for them (body.go).
+	RequestBudget(inFlight int64, waited bool)
 }
 
 type noHooks struct{}
@@ -38,6 +41,7 @@ func (noHooks) Rewrite(int16)                                          {}
 func (noHooks) Malformed(string)                                       {}
 func (noHooks) Denied(string)                                          {}
 func (noHooks) Throttled(string, time.Duration)                        {}
+func (noHooks) RequestBudget(int64, bool)                              {}
 
 // Outcomes of a request, as metrics label them.
 const (
@@ -157,6 +161,7 @@ func (s *session) finish(p *pending, bytesOut int, respBody []byte) {
 				}
 			}
 			audit.AddFetchResult(rec, name, f.partition, f.bytes, f.errorCode)
+			audit.AddFetchRecords(rec, name, f.partition, f.records)
 		}
 	}
 	if err := s.srv.opts.Audit.Log(rec); err != nil {
@@ -183,5 +188,19 @@ func (s *session) acksZeroDone(h wire.RequestHeader, o observed) {
 			audit.Describe(o.rec, o.req, nil, &s.srv.names)
 		}
 		s.srv.opts.Audit.Log(o.rec)
+	}
+}
+
+// noteFetched keeps what a streamed built-in Fetch body returned per
+// partition, for the audit record (the body is written, and released,
+// before the request is accounted).
+func (s *session) noteFetched(p *pending, body wire.Body) {
+	fs, ok := body.(wire.FetchSummary)
+	if !ok || p.obs.rec == nil {
+		return
+	}
+	for _, f := range fs.Fetched() {
+		p.obs.fetched = append(p.obs.fetched, fetchResult{topic: fetchTopicRef{name: f.Topic, id: f.TopicID},
+			partition: f.Partition, errorCode: f.ErrorCode, bytes: f.Bytes, records: f.Records})
 	}
 }

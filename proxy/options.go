@@ -38,11 +38,23 @@ type Options struct {
 	// closing it mid-request.
 	UpstreamAuth func(ctx context.Context, conn net.Conn, addr string) (time.Duration, error)
 
+	// ForwardUnknownAPIs relays (as bytes) requests the gateway cannot
+	// decode: keys newer than this build and newer versions of keys whose
+	// responses carry no address. Off: they close the connection (unknown.go).
+	ForwardUnknownAPIs bool
+
 	// Local is the built-in broker; used when Bootstrap is empty.
 	Local Local
 
 	MaxFrameBytes        int32
 	MaxPreauthFrameBytes int32 // frame limit before SASL authentication completes
+	// MaxRequestBytes caps the frames of every API but Produce, which
+	// alone may use MaxFrameBytes (body.go).
+	MaxRequestBytes int32
+	// MaxRequestBytesInFlight is the budget of request bytes held in
+	// memory across all connections (Kafka's queued.max.request.bytes);
+	// at least MaxFrameBytes, so one frame always fits.
+	MaxRequestBytesInFlight int64
 	// MaxConnections caps client connections across listeners, and
 	// MaxConnectionsPerAddress those from one IP; 0 means no cap. A
 	// connection over a cap is closed at once (Kafka's max.connections and
@@ -114,6 +126,17 @@ func (o *Options) setDefaults() {
 	if o.MaxFrameBytes <= 0 {
 		o.MaxFrameBytes = int32(configs.DefaultMaxFrameBytes)
 	}
+	// The request bounds (body.go): 8 MiB holds a Metadata or Fetch
+	// naming 100,000 partitions several times over, and a SyncGroup of a
+	// large group; Produce alone may use MaxFrameBytes.
+	if o.MaxRequestBytes <= 0 {
+		o.MaxRequestBytes = int32(configs.DefaultMaxRequestBytes)
+	}
+	o.MaxRequestBytes = min(o.MaxRequestBytes, o.MaxFrameBytes)
+	if o.MaxRequestBytesInFlight <= 0 {
+		o.MaxRequestBytesInFlight = int64(configs.DefaultMaxInFlightMem)
+	}
+	o.MaxRequestBytesInFlight = max(o.MaxRequestBytesInFlight, int64(o.MaxFrameBytes))
 	if o.MaxPreauthFrameBytes <= 0 {
 		o.MaxPreauthFrameBytes = int32(configs.DefaultMaxPreauthBytes) // Kafka's sasl.server.max.receive.size
 	}

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"math/bits"
 	"net"
 	"net/netip"
@@ -120,6 +119,13 @@ func (s *session) judge(eng *policy.Engine, h wire.RequestHeader, size int, obs 
 		s.mute(v.Throttle)
 		s.hooks.Throttled(v.ThrottleRule, v.Throttle)
 	}
+	if h.Key != apis.Fetch {
+		// Kafka reports a fetch quota in Fetch responses only.
+	} else if d, rule := s.takeFetchThrottle(); d > j.throttle && v.Action != policy.Deny {
+		// A fetch rate charged after the last Fetch: this request's answer
+		// and audit record carry it (KIP-219 throttle_time_ms).
+		j.throttle, j.rule, obs.rule = d, rule, rule
+	}
 	switch v.Action {
 	case policy.Deny:
 		if j.whole == nil {
@@ -149,11 +155,7 @@ func (s *session) judge(eng *policy.Engine, h wire.RequestHeader, size int, obs 
 
 // readWhole consumes the whole frame (size prefix included) into memory.
 func (s *session) readWhole(size int) ([]byte, error) {
-	frame := make([]byte, 4+size)
-	if _, err := io.ReadFull(s.cr, frame); err != nil {
-		return nil, badRequest(closeMalformed, "request truncated: %w", truncated(err))
-	}
-	return frame, nil
+	return s.ownedBody(4 + size) // body.go
 }
 
 // readFrame is readWhole for a frame read only to be decoded (policy,
@@ -166,10 +168,8 @@ func (s *session) readFrame(size int) (frame []byte, ref *frameBuf, err error) {
 		frame, err = s.readWhole(size)
 		return frame, nil, err
 	}
-	ref = getFrame(4 + size)
-	if _, err := io.ReadFull(s.cr, ref.b); err != nil {
-		putFrame(ref)
-		return nil, nil, badRequest(closeMalformed, "request truncated: %w", truncated(err))
+	if ref, err = s.readBody(4 + size); err != nil { // body.go
+		return nil, nil, err
 	}
 	return ref.b, ref, nil
 }
@@ -182,6 +182,9 @@ func (s *session) readFrame(size int) (frame []byte, ref *frameBuf, err error) {
 type frameBuf struct {
 	b    []byte
 	refs atomic.Int32
+	// reserved bytes of budget (body.go) go back when the last holder lets go.
+	budget   *byteBudget
+	reserved int64
 }
 
 // hold adds a holder.
@@ -212,6 +215,7 @@ func getFrame(n int) *frameBuf {
 	}
 	f.b = f.b[:n]
 	f.refs.Store(1)
+	f.budget, f.reserved = nil, 0
 	return f
 }
 
@@ -220,6 +224,8 @@ func putFrame(f *frameBuf) {
 	if f == nil || f.refs.Add(-1) != 0 {
 		return
 	}
+	f.budget.release(f.reserved)
+	f.budget, f.reserved = nil, 0
 	c := bits.Len(uint(cap(f.b) - 1))
 	if c <= maxFrameClass && cap(f.b) == 1<<c {
 		framePools[c].Put(f)
@@ -315,8 +321,8 @@ func (s *session) chargeFetchBytes() {
 	if eng == nil {
 		return
 	}
-	if d, _ := eng.OnResponse(&s.subj, apis.Fetch, int(n), time.Now()); d > 0 {
-		s.mute(d)
+	if d, rule := eng.OnResponse(&s.subj, apis.Fetch, int(n), time.Now()); d > 0 {
+		s.fetchThrottled(d, rule) // throttle.go
 	}
 }
 

@@ -32,6 +32,7 @@ const (
 	closeAuthExpired                  // the SASL session expired without re-authentication (KIP-368)
 	closeUpstreamReauth               // the gateway's own upstream SASL session is about to expire
 	closeAuthRejected                 // SASL refused: stop reading, send the refusal, close
+	closeOverloaded                   // the shared request memory budget stayed spent (body.go)
 )
 
 var closeReasonNames = [...]string{
@@ -51,6 +52,7 @@ var closeReasonNames = [...]string{
 	closeAuthExpired:      "reauth_expired",
 	closeUpstreamReauth:   "upstream_session_expiring",
 	closeAuthRejected:     "auth_failed",
+	closeOverloaded:       "memory_budget",
 }
 
 func (r closeReason) String() string { return closeReasonNames[r] }

@@ -61,6 +61,9 @@ type Server struct {
 	policy       atomic.Pointer[policy.Engine] // nil: no policy
 	discoveryErr atomic.Pointer[error]         // outcome of the last broker discovery (upstream mode)
 	names        topicNames                    // topic id -> name, from Metadata responses
+
+	budget  *byteBudget // request bytes in flight across every session (body.go)
+	warnLog *rateLog    // client-triggered warnings: undecodable requests, fetch throttles
 }
 
 // listener is one client-facing listener: its bootstrap port plus, in
@@ -90,6 +93,8 @@ func New(opts Options) (*Server, error) {
 		s.nodes = newNodeRegistry()
 	}
 	s.guard = newAddrGuard(opts.ConnectionRatePerAddress, opts.AuthFailuresPerAddress, opts.AuthLockout)
+	s.budget = newByteBudget(opts.MaxRequestBytesInFlight, opts.Hooks)
+	s.warnLog = newRateLog(time.Second)
 	return s, nil
 }
 

@@ -89,6 +89,12 @@ type session struct {
 	draining bool
 
 	started time.Time
+	opened  bool // ConnOpened was called (run's goroutine only)
+
+	heldBody int64 // budget reserved for the current request's owned body (read loop only; body.go)
+
+	fetchThrottle     time.Duration // a fetch-rate throttle the next answer reports (read loop only; throttle.go)
+	fetchThrottleRule string
 
 	connMu    sync.Mutex // guards client, up and local against close while they are installed
 	closeOnce sync.Once
@@ -171,12 +177,13 @@ func (s *session) run() {
 	}
 	s.log.Info("connection opened", "node", s.node, "backend", s.backendName())
 	s.hooks.ConnOpened(s.l.opts.Name)
+	s.opened = true // logClose pairs ConnClosed with this
 	s.connRecord(audit.EventConnect, "")
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
 		if err := s.writeLoop(); err != nil {
-			s.close(classifyWriteErr(err), err)
+			s.close(s.writeCloseReason(err), err)
 		}
 	}()
 	reason, err := s.readLoop()
@@ -272,7 +279,13 @@ func (s *session) close(reason closeReason, err error) {
 }
 
 func (s *session) logClose() {
-	s.hooks.ConnClosed(s.l.opts.Name, s.reason.String())
+	if s.opened {
+		// A TLS handshake or backend dial that failed never counted the
+		// connection as open (their failures have their own counters:
+		// malformed tls_handshake, upstream dial errors), so
+		// connections_active cannot go below zero.
+		s.hooks.ConnClosed(s.l.opts.Name, s.reason.String())
+	}
 	s.connRecord(audit.EventDisconnect, s.reason.String())
 	attrs := []any{"reason", s.reason.String()}
 	if s.closeErr != nil {
@@ -394,6 +407,7 @@ func (s *session) readFrameStage(prefix []byte) (stop bool, reason closeReason, 
 		handle = s.handleRawToken
 	}
 	err = handle(int(size))
+	s.releaseHeld() // a body no backend took over (body.go)
 	if err == nil {
 		return false, closeNone, nil
 	}
@@ -600,24 +614,25 @@ func (s *session) handleLocal(h wire.RequestHeader, size int, expectResponse boo
 	case wire.BodyReused(h.Key):
 		// A Produce body is pooled: the backend keeps nothing of it once
 		// Handle returns (wire.Request, Ownership).
-		ref := getFrame(size)
+		if _, err := s.cr.Discard(4); err != nil {
+			return err
+		}
+		ref, err := s.readBody(size) // body.go: read as it arrives, within the budget
+		if err != nil {
+			return err
+		}
 		defer putFrame(ref)
 		frame = ref.b
-		if _, err := s.cr.Discard(4); err != nil {
-			return err
-		}
-		if _, err := io.ReadFull(s.cr, frame); err != nil {
-			return badRequest(closeMalformed, "request truncated: %w", truncated(err))
-		}
 	default:
-		frame = make([]byte, size)
 		if _, err := s.cr.Discard(4); err != nil {
 			return err
 		}
-		if _, err := io.ReadFull(s.cr, frame); err != nil {
-			return badRequest(closeMalformed, "request truncated: %w", truncated(err))
+		var err error
+		if frame, err = s.ownedBody(size); err != nil {
+			return err
 		}
 	}
+	release := s.takeHeld() // the broker has answered: the body is no longer in flight
 	req := &wire.Request{Key: h.Key, Version: h.Version, Correlation: h.Correlation, Body: frame[h.Len:]}
 	if !h.ClientIDNull {
 		id := string(h.ClientID)
@@ -632,11 +647,12 @@ func (s *session) handleLocal(h wire.RequestHeader, size int, expectResponse boo
 		}
 	}
 	s.local.Handle(req, func(body wire.Body, err error) {
+		release()
 		switch {
 		case ch != nil:
 			ch <- result{body, err}
 		case err != nil:
-			s.close(closeBackendError, err)
+			s.close(s.backendCloseReason(err), err)
 		}
 	})
 	return nil
@@ -728,6 +744,7 @@ func (s *session) writeLocal(p pending) error {
 		s.finish(&p, out, b)
 		return err
 	}
+	s.noteFetched(&p, body) // observe.go: a zero-copy Fetch body's partitions, for audit
 	if _, err := s.client.Write(s.wbuf); err != nil {
 		if r, ok := body.(wire.Releaser); ok {
 			r.Release()

@@ -28,8 +28,9 @@ type readStage struct {
 // and limit) runs in the read loop before these, because it decides which
 // handler reads the frame (SaslHandshake v0 raw tokens have no header).
 var readStages = [...]readStage{
+	{"size", (*session).stageRequestSize},              // only Produce may use MaxFrameBytes (body.go)
 	{"header", (*session).stageHeader},                 // peek the frame, parse the header prefix
-	{"version-guard", (*session).stageVersionGuard},    // unknown versions of address-bearing keys; KIP-511 ApiVersions
+	{"version-guard", (*session).stageVersionGuard},    // keys and versions the gateway cannot decode (unknown.go); KIP-511 ApiVersions
 	{"authentication", (*session).stageAuthentication}, // pre-auth rules, SASL termination, v0 refusal
 	{"identity", (*session).stageIdentity},             // a principal the upstream accepted (SASL pass-through)
 	{"acks", (*session).stageAcks},                     // Produce acks=0 takes no slot
@@ -80,6 +81,12 @@ func (s *session) handleFrame(size int) error {
 	return nil
 }
 
+// stageRequestSize refuses a frame larger than its API may need, from
+// the key alone, before the frame is peeked (body.go).
+func (s *session) stageRequestSize(r *request) (bool, error) {
+	return false, s.checkRequestSize(r.size)
+}
+
 // stageHeader peeks the header prefix (up to the whole frame or the
 // buffer, whichever is smaller) and parses it.
 func (s *session) stageHeader(r *request) (bool, error) {
@@ -95,18 +102,13 @@ func (s *session) stageHeader(r *request) (bool, error) {
 	return false, nil
 }
 
-// stageVersionGuard refuses versions this build cannot decode of keys
-// whose responses carry addresses, and answers an unknown ApiVersions
-// version as a broker does.
+// stageVersionGuard refuses keys and versions this build cannot decode
+// (unknown.go), and answers an unknown ApiVersions version as a broker
+// does.
 func (s *session) stageVersionGuard(r *request) (bool, error) {
 	h := r.h
-	if !h.Known && h.Key != apis.ApiVersions && needsKey(h.Key) {
-		// Responses of this key carry addresses and this build cannot
-		// decode this version: forwarding it could leak an upstream
-		// address. The gateway never offers such a version in ApiVersions,
-		// so a client that sends it ignored negotiation; Kafka closes the
-		// connection in that case too.
-		return false, badRequest(closeUnsupported, "%s v%d was not offered by the gateway", apiName(h.Key), h.Version)
+	if err := s.checkDecodable(h); err != nil { // unknown.go
+		return false, err
 	}
 	if h.Key == apis.ApiVersions && !h.Known {
 		// An ApiVersions version newer than this build: answer as a broker

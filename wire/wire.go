@@ -8,6 +8,7 @@
 package wire
 
 import (
+	"errors"
 	"io"
 
 	"github.com/tollgate-kafka/tollgate/apis"
@@ -75,4 +76,32 @@ func (b Bytes) Len() int { return len(b) }
 func (b Bytes) WriteTo(w io.Writer) (int64, error) {
 	n, err := w.Write(b)
 	return int64(n), err
+}
+
+// Sentinels a backend wraps in the error it passes to done, so the gateway
+// can tell a client's bad request from a backend failure (labels, metrics:
+// a hostile client must not look like a broken backend).
+var (
+	// ErrMalformedRequest: the request body did not decode.
+	ErrMalformedRequest = errors.New("malformed request")
+	// ErrUnsupportedRequest: a key or version the backend does not serve.
+	ErrUnsupportedRequest = errors.New("unsupported request key or version")
+)
+
+// FetchedPartition is what a Fetch response returned for one partition.
+type FetchedPartition struct {
+	Topic     string
+	TopicID   [16]byte
+	Partition int32
+	ErrorCode int16
+	Bytes     int // record batch bytes
+	Records   int // records at or after the fetch offset
+}
+
+// FetchSummary is implemented by Fetch response bodies the gateway streams
+// without decoding (the built-in broker's zero-copy body), so audit records
+// and the tap can still say what each partition returned. It must be
+// called before WriteTo.
+type FetchSummary interface {
+	Fetched() []FetchedPartition
 }

@@ -82,6 +82,7 @@ type CleanerStats struct {
 	Runs           int64   // cleanings finished since open
 	BytesReclaimed int64   // bytes they removed
 	DirtyRatio     float64 // dirty share of the cleanable log now (0 for a non-compacted log)
+	KeylessRefused int64   // produces refused for a record without a key (ErrKeyless)
 }
 
 // errCleanAbandoned: the log changed under a run (retention, close); the
@@ -131,6 +132,14 @@ func (l *Log) Clean(o CleanOptions) (CleanResult, error) {
 		return res, err
 	}
 	defer plan.release()
+	// The swap renames new files over the old names: load what a reader
+	// could still need from the old index files now (outside the log lock;
+	// segment.loadMu guards it).
+	for _, s := range plan.srcs {
+		if err := s.loadIndexes(s.size); err != nil {
+			return res, fmt.Errorf("clean %s: %w: %w", l.dir, ErrStorage, err)
+		}
+	}
 	out, err := l.runClean(plan, o)
 	if errors.Is(err, errCleanAbandoned) {
 		l.logger.Info("log cleaning abandoned", "reason", err)
@@ -148,7 +157,7 @@ func (l *Log) Clean(o CleanOptions) (CleanResult, error) {
 
 // CleanerStats reports the log's compaction counters and dirty ratio.
 func (l *Log) CleanerStats() CleanerStats {
-	st := CleanerStats{Runs: l.cleanRuns.Load(), BytesReclaimed: l.cleanReclaimed.Load()}
+	st := CleanerStats{Runs: l.cleanRuns.Load(), BytesReclaimed: l.cleanReclaimed.Load(), KeylessRefused: l.keylessRefused.Load()}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.cfg.Compact && !l.closed {
@@ -189,13 +198,6 @@ func (l *Log) plan(o CleanOptions) (*cleanPlan, float64, error) {
 		(p.horizonNext > 0 && p.horizonNext <= now)
 	if !due {
 		return nil, ratio, nil
-	}
-	for _, s := range p.srcs {
-		// The swap renames new files over old names: load what a reader
-		// could still need from the old index files now.
-		if err := s.loadIndexes(s.size); err != nil {
-			return nil, ratio, fmt.Errorf("%w: %w", ErrStorage, err)
-		}
 	}
 	for _, s := range p.srcs {
 		s.ref()

@@ -263,12 +263,15 @@ func TestCleanRefusesKeylessProduce(t *testing.T) {
 		s := plainKeyed()
 		s.codec = codec
 		_, _, err := l.Append(makeKeyed(t, s, []kv{{key: []byte("a"), value: []byte("1")}, {key: nil, value: []byte("2")}}), AppendOptions{})
-		if !errors.Is(err, ErrInvalidRecord) {
+		if !errors.Is(err, ErrInvalidRecord) || !errors.Is(err, ErrKeyless) {
 			t.Fatalf("codec %d: keyless record to a compacted log: %v", codec, err)
 		}
 	}
 	if l.LogEndOffset() != 0 {
 		t.Fatal("a refused batch was appended")
+	}
+	if n := l.CleanerStats().KeylessRefused; n != 2 {
+		t.Fatalf("%d keyless refusals counted, want 2", n)
 	}
 }
 
@@ -571,4 +574,46 @@ func TestCleanHonoursRatioAndLags(t *testing.T) {
 	if res, err := l.Clean(CleanOptions{}); err != nil || res.Cleaned {
 		t.Fatalf("records within min.compaction.lag.ms were cleaned: %+v %v", res, err)
 	}
+}
+
+// TestCleanThenCrashBeforeCheckpoint: the cleaner merges the segment the
+// last recovery checkpoint points into, and the process dies before a new
+// checkpoint is written. Recovery must still replay the producer batches
+// written after that checkpoint, which now live in the merged segment.
+func TestCleanThenCrashBeforeCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	cfg := compactConfig()
+	l := openTest(t, dir, cfg, nil)
+	idem := keyedSpec{pid: 5, epoch: 0, seq: 0}
+	history(t, l, idem, 4, 2, nil) // seq 0..7
+	if err := l.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	old, err := os.ReadFile(filepath.Join(dir, checkpointFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	idem.seq = 8
+	want := history(t, l, idem, 4, 6, nil) // seq 8..31, rolls several segments
+	last := makeKeyed(t, keyedSpec{pid: 5, epoch: 0, seq: 32}, kvs("k0", "last"))
+	lastOff := mustAppend(t, l, last).BaseOffset
+	want["k0"] = seen{off: lastOff, key: "k0", value: []byte("last")}
+	for i := 0; i < 30; i++ { // roll the idempotent writes out of the active segment
+		mustAppend(t, l, makeKeyed(t, plainKeyed(), kvs(fmt.Sprint("filler", i), "x")))
+	}
+	merging := cfg
+	merging.SegmentBytes = 1 << 20 // the cleaner merges every cleanable segment into one
+	l.SetConfig(merging)
+	mustClean(t, l, CleanOptions{})
+	crash(l)
+	if err := os.WriteFile(filepath.Join(dir, checkpointFile), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l2 := openTest(t, dir, cfg, nil)
+	checkLatest(t, l2, map[string]seen{"k0": want["k0"]})
+	res, _, err := l2.Append(makeKeyed(t, keyedSpec{pid: 5, epoch: 0, seq: 32}, kvs("k0", "last")), AppendOptions{})
+	if err != nil || !res.Duplicate || res.BaseOffset != lastOff {
+		t.Fatalf("retry of the producer's last batch after recovery: %+v %v", res, err)
+	}
+	mustAppend(t, l2, makeKeyed(t, keyedSpec{pid: 5, epoch: 0, seq: 33}, kvs("k1", "next")))
 }

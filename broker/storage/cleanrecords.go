@@ -27,7 +27,7 @@ func keyCheck(cfg *LogConfig) func(Record) error {
 	}
 	return func(r Record) error {
 		if r.Key == nil {
-			return fmt.Errorf("%w: Compacted topic cannot accept message without key (record at offset delta %d)", ErrInvalidRecord, r.OffsetDelta)
+			return fmt.Errorf("%w (record at offset delta %d)", ErrKeyless, r.OffsetDelta)
 		}
 		return nil
 	}

@@ -1,16 +1,23 @@
 package storage
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors. Append and Read wrap them with detail; callers branch with
 // errors.Is and map them to Kafka error codes (noted on each).
 var (
 	// ErrCorruptMessage: a CRC mismatch, a length field that disagrees with
-	// the bytes, or a truncated batch. Kafka: CORRUPT_MESSAGE (2).
+	// the bytes, a truncated batch, or a compressed payload that does not
+	// decompress. Kafka: CORRUPT_MESSAGE (2).
 	ErrCorruptMessage = errors.New("storage: record batch is corrupt")
 	// ErrInvalidRecord: magic other than 2, LastOffsetDelta+1 != NumRecords,
-	// no records, an unknown compression codec, or a control batch sent by a
-	// client. Kafka: INVALID_RECORD (87).
+	// no records, an unknown compression codec, a control batch sent by a
+	// client, or records that disagree with the header or do not parse (a
+	// bad length or varint, a count other than NumRecords, bytes after the
+	// last record, a batch that decompresses past MaxDecompressedBytes).
+	// Kafka: INVALID_RECORD (87).
 	ErrInvalidRecord = errors.New("storage: record batch is invalid")
 	// ErrMessageTooLarge: a batch larger than max.message.bytes.
 	// Kafka: MESSAGE_TOO_LARGE (10).
@@ -34,4 +41,8 @@ var (
 	// ErrStorage: an I/O error (disk full, EIO, a failed fsync) or a closed
 	// log. Kafka: KAFKA_STORAGE_ERROR (56).
 	ErrStorage = errors.New("storage: log storage error")
+	// ErrKeyless: a record without a key produced to a compacted log
+	// (Kafka's LogValidator.validateKey). It is an ErrInvalidRecord:
+	// INVALID_RECORD (87).
+	ErrKeyless = fmt.Errorf("%w: Compacted topic cannot accept message without key", ErrInvalidRecord)
 )

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -64,6 +65,7 @@ type Log struct {
 	cleanRuns      atomic.Int64
 	cleanReclaimed atomic.Int64
 	cleanHook      func(stage string) error // tests: stop a run at a stage
+	keylessRefused atomic.Int64             // produces refused with ErrKeyless
 }
 
 type pendingAck struct {
@@ -157,6 +159,9 @@ func (l *Log) Append(batches []byte, o AppendOptions) (AppendResult, <-chan erro
 	l.mu.RUnlock()
 	in, err := splitBatches(batches, &cfg, &o)
 	if err != nil {
+		if errors.Is(err, ErrKeyless) {
+			l.keylessRefused.Add(1)
+		}
 		return res, nil, err
 	}
 	if len(in) > 1 {

@@ -197,10 +197,10 @@ func readRecord(src recordSource) (Record, error) {
 		return r, fmt.Errorf("%w: offset delta %d", ErrInvalidRecord, od)
 	}
 	r.OffsetDelta = int32(od)
-	if r.Key, err = rr.bytes("key"); err != nil {
+	if r.Key, err = rr.bytes("key", "key length"); err != nil {
 		return r, err
 	}
-	if r.Value, err = rr.bytes("value"); err != nil {
+	if r.Value, err = rr.bytes("value", "value length"); err != nil {
 		return r, err
 	}
 	if r.HeaderCount, r.Headers, err = rr.headers(); err != nil {
@@ -243,9 +243,10 @@ func (rr *recordReader) varint(what string) (int64, error) {
 	return v, nil
 }
 
-// bytes reads a varint length (-1: null) and that many bytes.
-func (rr *recordReader) bytes(what string) ([]byte, error) {
-	n, err := rr.varint(what + " length")
+// bytes reads a varint length (-1: null) and that many bytes. The names
+// are for errors (constants: no string is built per record).
+func (rr *recordReader) bytes(what, whatLength string) ([]byte, error) {
+	n, err := rr.varint(whatLength)
 	if err != nil {
 		return nil, err
 	}
@@ -279,14 +280,14 @@ func (rr *recordReader) headers() (int, []byte, error) {
 	}
 	start := rr.src.mark()
 	for i := int64(0); i < n; i++ {
-		k, err := rr.bytes("header key")
+		k, err := rr.bytes("header key", "header key length")
 		if err != nil {
 			return 0, nil, err
 		}
 		if k == nil {
 			return 0, nil, fmt.Errorf("%w: header %d has a null key", ErrInvalidRecord, i)
 		}
-		if _, err := rr.bytes("header value"); err != nil {
+		if _, err := rr.bytes("header value", "header value length"); err != nil {
 			return 0, nil, err
 		}
 	}

@@ -85,7 +85,10 @@ func (l *Log) recover() error {
 			return err
 		}
 		last := i == len(bases)-1
-		if ck != nil && base < ck.segBase && !last {
+		// Trusted whole: segments that end before the checkpoint's. (A
+		// cleaned segment may have merged the checkpoint's segment into
+		// one with a lower base; it is verified and replayed then.)
+		if ck != nil && !last && bases[i+1] <= ck.segBase {
 			seg.size, seg.synced, seg.next = size, size, bases[i+1]
 			seg.readLastTimeEntry()
 			continue
