@@ -51,21 +51,32 @@ func newServeFlags(stderr io.Writer) *serveFlags {
 	return f
 }
 
+// configSource is where serve's configuration comes from: a file ("" for
+// none) and the flags overlaid on it. A reload takes it again.
+type configSource struct {
+	file    string
+	overlay func(*configs.Config) error
+}
+
+// load is effectiveConfig of the source.
+func (s configSource) load() (*configs.Config, error) { return effectiveConfig(s.file, s.overlay) }
+
 // loadConfig builds the configuration from an optional file and the flags.
 // Flags are a front for the same schema and override the file.
-func loadConfig(args []string, stderr io.Writer) (*configs.Config, string, error) {
+func loadConfig(args []string, stderr io.Writer) (*configs.Config, configSource, error) {
 	f := newServeFlags(stderr)
 	if err := f.fs.Parse(args); err != nil {
-		return nil, "", err
+		return nil, configSource{}, err
 	}
 	if f.fs.NArg() > 0 {
-		return nil, "", fmt.Errorf("unexpected argument %q (commands: check-config, topic, produce, consume, group, tap, users, version, help)", f.fs.Arg(0))
+		return nil, configSource{}, fmt.Errorf("unexpected argument %q (commands: check-config, topic, produce, consume, group, tap, users, version, help)", f.fs.Arg(0))
 	}
-	cfg, err := effectiveConfig(*f.file, f.overlay)
+	src := configSource{file: *f.file, overlay: f.overlay}
+	cfg, err := src.load()
 	if err != nil {
-		return nil, "", err
+		return nil, configSource{}, err
 	}
-	return cfg, *f.file, nil
+	return cfg, src, nil
 }
 
 // effectiveConfig is the one way from a file ("" for none) and an overlay
@@ -132,10 +143,11 @@ func (f *serveFlags) overlay(cfg *configs.Config) error {
 	return nil
 }
 
-// serve runs the gateway until ctx is cancelled, then drains. file is
-// the configuration file ("" when there is none), re-read on SIGHUP and
-// when it changes, to apply a new policy without dropping connections.
-func serve(ctx context.Context, cfg *configs.Config, file string, logOut io.Writer) error {
+// serve runs the gateway until ctx is cancelled, then drains. src.file
+// is the configuration file ("" when there is none), re-read (with the
+// flags overlaid again) on SIGHUP and when it changes, to apply a new
+// policy without dropping connections.
+func serve(ctx context.Context, cfg *configs.Config, src configSource, logOut io.Writer) error {
 	log := newLogger(cfg.Log.Level, cfg.Log.Format, logOut)
 	slog.SetDefault(log)
 	g, err := gateway.New(cfg, log)
@@ -146,8 +158,8 @@ func serve(ctx context.Context, cfg *configs.Config, file string, logOut io.Writ
 		g.Close(context.Background())
 		return err
 	}
-	if file != "" {
-		go reloadLoop(ctx, file, g, log)
+	if src.file != "" {
+		go reloadLoop(ctx, src, g, log)
 	}
 	<-ctx.Done()
 	log.Info("shutting down", "drain_timeout", cfg.Limits.DrainTimeout.D())
@@ -162,7 +174,8 @@ func serve(ctx context.Context, cfg *configs.Config, file string, logOut io.Writ
 // installs the new policy. An invalid file is refused with its errors
 // logged and counted; the rules in force stay. Only the policy section is
 // applied live; other sections need a restart.
-func reloadLoop(ctx context.Context, file string, g *gateway.Gateway, log *slog.Logger) {
+func reloadLoop(ctx context.Context, src configSource, g *gateway.Gateway, log *slog.Logger) {
+	file := src.file
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -183,7 +196,7 @@ func reloadLoop(ctx context.Context, file string, g *gateway.Gateway, log *slog.
 			last = st
 			log.Info("configuration file changed: reloading", "file", file)
 		}
-		if err := g.Reload(file); err != nil {
+		if err := g.ReloadFrom(src.load); err != nil {
 			g.Metrics.PolicyReload(false)
 			log.Error("configuration reload refused; the rules in force stay", "err", err)
 			continue
