@@ -123,21 +123,24 @@ func (f *serveFlags) overlay(cfg *configs.Config) error {
 		}
 		cfg.Upstream.Proxy = *f.upProxy
 	}
-	strs := map[string]*string{
-		"data-dir": &cfg.Broker.DataDir, "fsync": &cfg.Broker.Fsync, "admin": &cfg.Admin.Listen,
-		"log-level": &cfg.Log.Level, "log-format": &cfg.Log.Format,
+	// flag name -> (the field it overrides, the flag's value)
+	strs := map[string][2]*string{
+		"data-dir": {&cfg.Broker.DataDir, f.dataDir}, "fsync": {&cfg.Broker.Fsync, f.fsync},
+		"admin": {&cfg.Admin.Listen, f.admin}, "log-level": {&cfg.Log.Level, f.logLevel},
+		"log-format": {&cfg.Log.Format, f.logFormat},
 	}
 	// With no listener (listeners: []) the listener flags have nothing to
 	// override; Validate reports the empty list.
-	if len(cfg.Listeners) > 0 {
-		strs["listen"], strs["advertise"] = &cfg.Listeners[0].Listen, &cfg.Listeners[0].Advertise
+	if l := cfg.Listeners; len(l) > 0 {
+		strs["listen"] = [2]*string{&l[0].Listen, f.listen}
+		strs["advertise"] = [2]*string{&l[0].Advertise, f.advertise}
 		if set["broker-port-base"] {
-			cfg.Listeners[0].BrokerPortBase = f.portBase
+			l[0].BrokerPortBase = f.portBase
 		}
 	}
-	for name, dst := range strs {
+	for name, p := range strs {
 		if set[name] {
-			*dst = f.fs.Lookup(name).Value.String()
+			*p[0] = *p[1]
 		}
 	}
 	return nil
