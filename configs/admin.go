@@ -63,7 +63,7 @@ func (c *Config) Warnings() []string {
 		out = append(out, fmt.Sprintf("admin.listen %s is not a loopback address and the admin server has neither auth nor tls: "+
 			"anyone who reaches it sees the traffic (/tap, /ui/) and the metrics", a.Listen))
 	}
-	return out
+	return append(out, c.limitsWarnings()...)
 }
 
 // loopbackListen reports whether a listen address binds loopback only.
