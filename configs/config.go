@@ -221,7 +221,9 @@ type Log struct {
 }
 
 // Default values, shared by Default, the decoder (a section or list entry
-// the file mentions starts from these) and the docs.
+// the file mentions starts from these) and the docs. This is the one table
+// of defaults: proxy.Options and broker.Config fill their zero settings
+// from it too (DESIGN.md, "Configuration → plan → gateway").
 const (
 	DefaultListen          = "127.0.0.1:9092"
 	DefaultAdminListen     = "127.0.0.1:9089" // below the default bootstrap port, so no broker port (bootstrap+1+N) can be it
