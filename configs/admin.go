@@ -3,6 +3,7 @@ package configs
 import (
 	"fmt"
 	"net"
+	"strings"
 )
 
 // AdminAuth protects the admin server: a bearer token, or basic
@@ -42,6 +43,11 @@ func (v *validator) adminSecurity() {
 			v.errf("admin.auth", au.Username, "username and password_file go together")
 		} else if au.PasswordFile != "" {
 			v.file("admin.auth.password_file", au.PasswordFile)
+		}
+	}
+	for _, h := range a.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, ":/ \t@") {
+			v.errf("admin.allowed_hosts", h, "want a host name without scheme, port or path (e.g. tollgate.example.com)")
 		}
 	}
 	if t := a.TLS; t != nil {

@@ -170,6 +170,11 @@ type Admin struct {
 	TLS *AdminTLS `yaml:"tls,omitempty"`
 	// UI is the web console.
 	UI AdminUI `yaml:"ui"`
+	// AllowedHosts are host names (no port) requests may carry in their
+	// Host header besides the listen host, loopback names and IP
+	// addresses; anything else is refused, against DNS rebinding
+	// (metrics/adminhost.go).
+	AllowedHosts []string `yaml:"allowed_hosts,omitempty"`
 }
 
 // Limits bound what one client can make the gateway hold.

@@ -234,6 +234,7 @@ func (s *session) handshakeTLS() error {
 	tc.SetDeadline(time.Time{})
 	if route != nil {
 		s.node = route.node // SNI: the name chose the broker
+		s.shownNode.Store(route.node)
 	}
 	if !s.adopt(func() { s.client = tc }) {
 		return net.ErrClosed

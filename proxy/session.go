@@ -45,7 +45,7 @@ const maxResponseBytes = 1 << 30
 type session struct {
 	srv    *Server
 	l      *listener
-	node   int32 // upstream node this port serves; -1 for a bootstrap port
+	node   int32 // upstream node this port serves; -1 for a bootstrap port (run's goroutine)
 	id     uint64
 	client net.Conn
 	remote string
@@ -73,6 +73,10 @@ type session struct {
 	// ident is the read loop's published copy of who is connected, for
 	// Server.Connections (see introspect.go).
 	ident atomic.Pointer[connIdent]
+	// shownNode is node published for Server.Connections, which reads it
+	// from another goroutine while the SNI handshake may still set node
+	// (handshakeTLS: the session is registered before the handshake).
+	shownNode atomic.Int32
 
 	tlsSubject string     // the verified client certificate's subject (mTLS)
 	sasl       *saslState // nil unless the listener terminates SASL
@@ -152,6 +156,7 @@ func newSession(s *Server, l *listener, c net.Conn, node int32) *session {
 		mapper:  mapper{srv: s, l: l},
 		started: time.Now(),
 	}
+	sess.shownNode.Store(node)
 	sess.log = s.log.With("conn", id, "listener", l.opts.Name, "client", sess.remote)
 	sess.subj = policy.Subject{Listener: l.opts.Name, Addr: remoteAddr(sess.remote)}
 	sess.hooks = s.opts.Hooks
