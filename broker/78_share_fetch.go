@@ -93,6 +93,7 @@ func handleShareFetch(c *Conn, kreq kmsg.Request, r reply) {
 		return
 	}
 	if code := sf.session(g); code != 0 {
+		g.dropIfUnusedShare()
 		g.mu.Unlock()
 		resp.ErrorCode = code
 		r(encode(resp), nil)

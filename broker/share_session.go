@@ -164,6 +164,7 @@ func (b *Broker) shareConnClosed(c *Conn) {
 		}
 		if g.sg != nil && g.sg.sessions[member] != nil && g.sg.sessions[member].conn == c {
 			g.closeShareSession(member)
+			g.dropIfUnusedShare()
 		}
 		g.mu.Unlock()
 	}

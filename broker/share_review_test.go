@@ -1,0 +1,81 @@
+package broker
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestShareRequestsDoNotConvertCommitterGroup: a group holding offsets
+// committed by a standalone consumer (generation -1, no protocol type) is
+// not a share group; every share request naming it is GROUP_ID_NOT_FOUND
+// and the committer keeps committing.
+func TestShareRequestsDoNotConvertCommitterGroup(t *testing.T) {
+	b, srv := newBroker(t)
+	createTopic(t, srv.addr(), "etlt", 1, nil)
+	adm := kadm.NewClient(newClient(t, srv.addr()))
+	commit := func(at int64) {
+		t.Helper()
+		var os kadm.Offsets
+		os.AddOffset("etlt", 0, at, -1)
+		resp, err := adm.CommitOffsets(testCtx(t), "etl", os)
+		if err != nil || resp.Error() != nil {
+			t.Fatalf("standalone commit: %v %v", err, resp.Error())
+		}
+	}
+	commit(1)
+	c := b.NewConn("test")
+	defer c.Close()
+	const member = "member-0000000000000000000000000001"
+	sh := kmsg.NewPtrShareGroupHeartbeatRequest()
+	sh.Version, sh.GroupID, sh.MemberID, sh.SubscribedTopicNames = 1, "etl", member, []string{"etlt"}
+	if r := mustCall[*kmsg.ShareGroupHeartbeatResponse](t, c, sh); r.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("share join of a committer's group: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := shareConnFetch(t, c, "etl", member, 0, b.lookup("etlt").id, nil); r.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("share fetch on a committer's group: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	alt := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+	alt.GroupID = "etl"
+	at := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+	at.Topic = "etlt"
+	at.Partitions = []kmsg.AlterShareGroupOffsetsRequestTopicPartition{{Partition: 0, StartOffset: 0}}
+	alt.Topics = append(alt.Topics, at)
+	if r := mustCall[*kmsg.AlterShareGroupOffsetsResponse](t, c, alt); r.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("alter share offsets of a committer's group: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	commit(2)
+	got, err := adm.FetchOffsets(testCtx(t), "etl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := got.Lookup("etlt", 0); !ok || o.At != 2 || o.Err != nil {
+		t.Fatalf("committed offset after share requests: %+v", o)
+	}
+}
+
+// TestShareFailedFetchLeavesNoGroup: a ShareFetch that fails (no session)
+// or whose session only names unknown partitions leaves no group behind.
+func TestShareFailedFetchLeavesNoGroup(t *testing.T) {
+	b, _ := newBroker(t)
+	c := b.NewConn("test")
+	const member = "member-0000000000000000000000000001"
+	if r := shareConnFetch(t, c, "ghost", member, 5, [16]byte{1}, nil); r.ErrorCode != kerr.ShareSessionNotFound.Code {
+		t.Fatalf("fetch without a session: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if g := b.groups.lock("ghost", false); g != nil {
+		g.mu.Unlock()
+		t.Fatal("a failed ShareFetch left group ghost behind")
+	}
+	r := shareConnFetch(t, c, "ghost2", member, 0, [16]byte{2}, nil)
+	if r.ErrorCode != 0 || len(r.Topics) != 1 || r.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicID.Code {
+		t.Fatalf("session on an unknown topic: %v %+v", kerr.ErrorForCode(r.ErrorCode), r.Topics)
+	}
+	c.Close() // ends the session
+	if g := b.groups.lock("ghost2", false); g != nil {
+		g.mu.Unlock()
+		t.Fatal("a closed session on unknown partitions left group ghost2 behind")
+	}
+}
