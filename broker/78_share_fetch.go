@@ -1,7 +1,11 @@
 package broker
 
 import (
+	"bytes"
+	"cmp"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -190,17 +194,35 @@ func (sf *shareFetch) session(g *group) int16 {
 	default:
 		sf.sess = cur
 	}
-	for _, t := range req.Topics {
-		for _, p := range t.Partitions {
-			sf.sess.add(t.TopicID, p.Partition)
-		}
-	}
+	sf.addPartitions(req.Topics)
 	for _, ft := range req.ForgottenTopicsData {
 		for _, p := range ft.Partitions {
 			sf.sess.forget(ft.TopicID, p)
 		}
 	}
 	return 0
+}
+
+// addPartitions adds the request's partitions to the session. An unknown
+// topic id or partition is answered with its error in this response and
+// not kept (the session cannot grow with names that do not exist), as is a
+// partition past maxShareSessionPartitions. Caller holds g.mu.
+func (sf *shareFetch) addPartitions(ts []kmsg.ShareFetchRequestTopic) {
+	for _, t := range ts {
+		topic := sf.c.b.lookupID(t.TopicID)
+		for _, p := range t.Partitions {
+			switch {
+			case topic == nil:
+				sf.part(t.TopicID, p.Partition).ErrorCode = kerr.UnknownTopicID.Code
+			case sf.c.b.partitionOf(topic, p.Partition) == nil:
+				sf.part(t.TopicID, p.Partition).ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case !sf.sess.add(t.TopicID, p.Partition):
+				rp := sf.part(t.TopicID, p.Partition)
+				rp.ErrorCode = kerr.InvalidRequest.Code
+				rp.ErrorMessage = kmsg.StringPtr("a share session holds at most " + strconv.Itoa(maxShareSessionPartitions) + " partitions")
+			}
+		}
+	}
 }
 
 // part returns the response entry of (tid, p), adding it.
@@ -283,7 +305,7 @@ func (sf *shareFetch) acquire(g *group) int32 {
 	if bytesLeft <= 0 {
 		bytesLeft = 1<<31 - 1
 	}
-	var ids []partID
+	ids := make([]partID, 0, sf.sess.size)
 	for _, tid := range sf.sess.order {
 		for p, needs := range sf.sess.parts[tid] {
 			ids = append(ids, partID{tid, p})
@@ -292,7 +314,7 @@ func (sf *shareFetch) acquire(g *group) int32 {
 			}
 		}
 	}
-	sortPartIDs(ids)
+	slices.SortFunc(ids, comparePartIDs)
 	total := int32(0)
 	for i := range ids {
 		id := ids[(i+int(sf.sess.epoch))%len(ids)]
@@ -309,28 +331,28 @@ func (sf *shareFetch) acquire(g *group) int32 {
 		bytesLeft -= len(recs)
 	}
 	for _, k := range sf.order {
-		if ps := sf.sess.parts[k.tid]; ps != nil {
-			if _, ok := ps[k.p]; ok {
-				ps[k.p] = sf.parts[k].ErrorCode != 0
-			}
+		ps := sf.sess.parts[k.tid]
+		if _, ok := ps[k.p]; !ok {
+			continue
+		}
+		switch code := sf.parts[k].ErrorCode; code {
+		case kerr.UnknownTopicID.Code, kerr.UnknownTopicOrPartition.Code:
+			// Deleted since it joined the session: answered once, then
+			// dropped (Kafka's clients fetch again by topic id).
+			sf.sess.forget(k.tid, k.p)
+		default:
+			ps[k.p] = code != 0
 		}
 	}
 	return total
 }
 
-// sortPartIDs orders ids by topic id then partition.
-func sortPartIDs(ids []partID) {
-	less := func(a, b partID) bool {
-		if a.tid != b.tid {
-			return string(a.tid[:]) < string(b.tid[:])
-		}
-		return a.p < b.p
+// comparePartIDs orders ids by topic id then partition.
+func comparePartIDs(a, b partID) int {
+	if c := bytes.Compare(a.tid[:], b.tid[:]); c != 0 {
+		return c
 	}
-	for i := 1; i < len(ids); i++ {
-		for j := i; j > 0 && less(ids[j], ids[j-1]); j-- {
-			ids[j], ids[j-1] = ids[j-1], ids[j]
-		}
-	}
+	return cmp.Compare(a.p, b.p)
 }
 
 // shareAcquirePart acquires up to budget records of one partition for

@@ -79,3 +79,70 @@ func TestShareFailedFetchLeavesNoGroup(t *testing.T) {
 		t.Fatal("a closed session on unknown partitions left group ghost2 behind")
 	}
 }
+
+// TestShareSessionKeepsOnlyKnownPartitions: a ShareFetch naming 200,000
+// partitions of an unknown topic id and an out-of-range partition gets
+// each answered once with its error; the session keeps only the real
+// partition, so the next fetch answers that one alone.
+func TestShareSessionKeepsOnlyKnownPartitions(t *testing.T) {
+	b, srv := newBroker(t)
+	createTopic(t, srv.addr(), "known", 1, nil)
+	tid := b.lookup("known").id
+	c := b.NewConn("test")
+	defer c.Close()
+	const member = "member-0000000000000000000000000001"
+	req := kmsg.NewPtrShareFetchRequest()
+	req.Version = 2
+	req.GroupID, req.MemberID = kmsg.StringPtr("kp"), kmsg.StringPtr(member)
+	req.MaxRecords, req.MaxBytes = 100, 1<<20
+	bogus := kmsg.NewShareFetchRequestTopic()
+	bogus.TopicID = [16]byte{9, 9, 9}
+	for p := range int32(200000) {
+		bogus.Partitions = append(bogus.Partitions, kmsg.ShareFetchRequestTopicPartition{Partition: p})
+	}
+	real := kmsg.NewShareFetchRequestTopic()
+	real.TopicID = tid
+	real.Partitions = []kmsg.ShareFetchRequestTopicPartition{{Partition: 0}, {Partition: 7}}
+	req.Topics = []kmsg.ShareFetchRequestTopic{bogus, real}
+	r := mustCall[*kmsg.ShareFetchResponse](t, c, req)
+	codes := map[int16]int{}
+	for _, rt := range r.Topics {
+		for _, rp := range rt.Partitions {
+			codes[rp.ErrorCode]++
+		}
+	}
+	if r.ErrorCode != 0 || codes[kerr.UnknownTopicID.Code] != 200000 || codes[kerr.UnknownTopicOrPartition.Code] != 1 || codes[0] != 1 {
+		t.Fatalf("opening fetch: %v, partition codes %v", kerr.ErrorForCode(r.ErrorCode), codes)
+	}
+	g := b.groups.lock("kp", false)
+	size := g.sg.sessions[member].size
+	g.mu.Unlock()
+	if size != 1 {
+		t.Fatalf("session holds %d partitions, want 1", size)
+	}
+	req.ShareSessionEpoch, req.Topics = 1, nil
+	r = mustCall[*kmsg.ShareFetchResponse](t, c, req)
+	for _, rt := range r.Topics {
+		if rt.TopicID != tid {
+			t.Fatalf("next fetch answers topic %x again", rt.TopicID)
+		}
+	}
+}
+
+// TestShareSessionPartitionCap: a session holds at most
+// maxShareSessionPartitions partitions.
+func TestShareSessionPartitionCap(t *testing.T) {
+	s := &shareSession{parts: map[[16]byte]map[int32]bool{}}
+	for p := range int32(maxShareSessionPartitions) {
+		if !s.add([16]byte{1}, p) {
+			t.Fatalf("partition %d refused", p)
+		}
+	}
+	if s.add([16]byte{2}, 0) || !s.add([16]byte{1}, 0) {
+		t.Fatal("full session: a new partition must be refused, a present one accepted")
+	}
+	s.forget([16]byte{1}, 0)
+	if !s.add([16]byte{2}, 0) || s.size != maxShareSessionPartitions {
+		t.Fatalf("after forgetting one: size %d", s.size)
+	}
+}
