@@ -301,10 +301,10 @@ func (sf *shareFetch) acquire(g *group) int32 {
 	if budget <= 0 {
 		budget = defaultShareMaxRecords
 	}
-	bytesLeft := int(sf.req.MaxBytes)
-	if bytesLeft <= 0 {
-		bytesLeft = 1<<31 - 1
-	}
+	// As Kafka's KafkaApis: min(MaxBytes, fetch.max.bytes); at 0 (or
+	// less) the first partition with records still returns one batch
+	// (KIP-74), and the loop below stops there.
+	bytesLeft := int(min(sf.req.MaxBytes, shareFetchMaxBytes))
 	ids := make([]partID, 0, sf.sess.size)
 	for _, tid := range sf.sess.order {
 		for p, needs := range sf.sess.parts[tid] {
@@ -318,7 +318,7 @@ func (sf *shareFetch) acquire(g *group) int32 {
 	total := int32(0)
 	for i := range ids {
 		id := ids[(i+int(sf.sess.epoch))%len(ids)]
-		if budget-total <= 0 {
+		if budget-total <= 0 || (bytesLeft <= 0 && total > 0) {
 			break
 		}
 		recs, ranges, code := g.shareAcquirePart(id, sf.member, budget-total, sf.req.ShareAcquireMode == 1, sf.cfg, max(bytesLeft, 1))
@@ -383,28 +383,55 @@ func (g *group) shareAcquirePart(id partID, member string, budget int32, strict 
 		out = b
 	}
 	budget -= r1.count()
-	if budget <= 0 || sp.end >= upTo || sp.end-sp.spso >= defaultShareMaxRecordLocks {
-		return out, r1, 0
+	ranges := r1
+	// New records, read in shareReadChunk steps so that what is read
+	// follows what the record budget and MaxBytes can use (a 1 GiB backlog
+	// costs one chunk for a one-record fetch, not a 1 GiB copy).
+	for range shareReadMaxChunks {
+		room := defaultShareMaxRecordLocks - (sp.end - sp.spso)
+		if budget <= 0 || sp.end >= upTo || room <= 0 || (maxBytes <= len(out) && len(out) > 0) {
+			break
+		}
+		r2, chunk, moved, code := g.shareAcquireChunk(p, sp, member, min(int64(budget), room), strict, cfg, deadline, upTo,
+			max(min(maxBytes-len(out), shareReadChunk), 1))
+		if code != 0 {
+			return out, ranges, code
+		}
+		if !moved {
+			break
+		}
+		out = appendNewBatches(out, chunk)
+		ranges = append(ranges, r2...)
+		budget -= r2.count()
 	}
-	rr, err := p.log.ReadUpTo(sp.end, int32(min(maxBytes, 1<<31-1)), upTo)
+	return out, ranges, 0
+}
+
+// shareAcquireChunk reads up to maxBytes (at least one batch) at sp.end
+// and acquires up to budget of its records. It returns the acquired
+// ranges, the batches holding them and whether the window's end moved
+// (false: nothing more to read now).
+func (g *group) shareAcquireChunk(p *partition, sp *sharePartition, member string, budget int64, strict bool, cfg shareSettings,
+	deadline time.Time, upTo int64, maxBytes int) (acquiredRanges, []byte, bool, int16) {
+	from := sp.end
+	rr, err := p.log.ReadUpTo(from, int32(maxBytes), upTo)
 	if err != nil {
-		return out, r1, storageCode(err)
+		return nil, nil, false, storageCode(err)
 	}
 	buf, err := rr.AppendTo(nil)
 	next := rr.NextOffset
 	rr.Release()
 	if err != nil {
 		g.c.b.log.Error("share fetch read", "partition", p.dirName(), "err", err)
-		return out, r1, kerr.KafkaStorageError.Code
+		return nil, nil, false, kerr.KafkaStorageError.Code
 	}
 	bs := splitBatches(buf)
 	var aborted []storage.AbortedTxn
 	if cfg.readCommitted {
-		aborted = p.log.AbortedTransactions(sp.end, next)
+		aborted = p.log.AbortedTransactions(from, next)
 	}
-	r2, sendTo := sp.acquireNew(bs, aborted, member, budget, strict, deadline, cfg.deliveryLimit)
-	out = appendNewBatches(out, buf[:sendTo])
-	return out, append(r1, r2...), 0
+	r2, sendTo := sp.acquireNew(bs, aborted, member, int32(budget), strict, deadline, cfg.deliveryLimit)
+	return r2, buf[:sendTo], sp.end > from, 0
 }
 
 // appendNewBatches appends the batches of more that start past the last

@@ -43,6 +43,7 @@ const (
 	defaultShareDeliveryLimit    = 5                // group.share.delivery.count.limit
 	defaultShareMaxRecordLocks   = 2000             // group.share.partition.max.record.locks
 	defaultShareMaxRecords       = 500              // ShareFetch MaxRecords when 0 (the client's default)
+	shareFetchMaxBytes           = 55 << 20         // fetch.max.bytes: bounds ShareFetch MaxBytes, as Kafka's KafkaApis
 	groupTypeShare               = "share"          // ListGroups v5 group type
 	shareAssignorSimple          = "simple"         // Kafka's share-group assignor name
 	shareMemberIDMaxLen          = 36               // a client-generated UUID string

@@ -1,10 +1,14 @@
 package broker
 
 import (
+	"bytes"
+	"runtime"
+	"strconv"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -144,5 +148,47 @@ func TestShareSessionPartitionCap(t *testing.T) {
 	s.forget([16]byte{1}, 0)
 	if !s.add([16]byte{2}, 0) || s.size != maxShareSessionPartitions {
 		t.Fatalf("after forgetting one: size %d", s.size)
+	}
+}
+
+// TestShareFetchReadFollowsRecordBudget: a one-record ShareFetch with
+// MaxBytes 0 on a 16 MiB backlog of 512 KiB batches returns exactly one
+// batch and reads about one chunk, not the backlog (measured as bytes the
+// process allocated while serving it).
+func TestShareFetchReadFollowsRecordBudget(t *testing.T) {
+	b, srv := newBroker(t)
+	createTopic(t, srv.addr(), "big", 1, nil)
+	setGroupConfigs(t, newClient(t, srv.addr()), "bigg", "share.auto.offset.reset", "earliest")
+	prod := newClient(t, srv.addr(), kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	const batches, size = 32, 512 << 10
+	for i := range batches {
+		rec := &kgo.Record{Topic: "big", Key: []byte(strconv.Itoa(i)), Value: bytes.Repeat([]byte{'x'}, size)}
+		if err := prod.ProduceSync(testCtx(t), rec).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := b.NewConn("test")
+	defer c.Close()
+	req := kmsg.NewPtrShareFetchRequest()
+	req.Version = 2
+	req.GroupID, req.MemberID = kmsg.StringPtr("bigg"), kmsg.StringPtr("member-0000000000000000000000000001")
+	req.MaxRecords, req.MaxBytes = 1, 0
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = b.lookup("big").id
+	rt.Partitions = []kmsg.ShareFetchRequestTopicPartition{{Partition: 0}}
+	req.Topics = append(req.Topics, rt)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	r := mustCall[*kmsg.ShareFetchResponse](t, c, req)
+	runtime.ReadMemStats(&after)
+	p := r.Topics[0].Partitions[0]
+	if got := acquiredRanges(p.AcquiredRecords).count(); p.ErrorCode != 0 || got != 1 || len(splitBatches(p.Records)) != 1 {
+		t.Fatalf("acquired %d records in %d batches (%v), want 1 in 1", got, len(splitBatches(p.Records)), kerr.ErrorForCode(p.ErrorCode))
+	}
+	// The response itself holds one 512 KiB batch (encoded, then decoded
+	// by the test); the old code copied all 16 MiB.
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > batches*size/4 {
+		t.Fatalf("serving a one-record fetch allocated %d bytes; the backlog is %d", alloc, batches*size)
 	}
 }
