@@ -192,3 +192,68 @@ func TestShareFetchReadFollowsRecordBudget(t *testing.T) {
 		t.Fatalf("serving a one-record fetch allocated %d bytes; the backlog is %d", alloc, batches*size)
 	}
 }
+
+// TestShareStateDroppedWithTopic: deleting a topic drops every share
+// group's state for it (memory and journal), so a recreated topic with
+// more records than the old start offset is read from its own start.
+func TestShareStateDroppedWithTopic(t *testing.T) {
+	b, srv := newBroker(t)
+	createTopic(t, srv.addr(), "rt", 1, nil)
+	admin := newClient(t, srv.addr())
+	setGroupConfigs(t, admin, "rtg", "share.auto.offset.reset", "earliest")
+	produceKeys(t, admin, "rt", 10)
+	c := b.NewConn("test")
+	const member = "member-0000000000000000000000000001"
+	shareConnFetch(t, c, "rtg", member, 0, b.lookup("rt").id, nil)
+	r := shareConnFetch(t, c, "rtg", member, 1, b.lookup("rt").id, []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{ackBatchOf(0, 9, 1)})
+	if code := r.Topics[0].Partitions[0].AcknowledgeErrorCode; code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	c.Close()
+	if err := b.deleteTopic(b.lookup("rt")); err != nil {
+		t.Fatal(err)
+	}
+	g := b.groups.lock("rtg", false)
+	n := -1
+	if g != nil {
+		n = len(g.sg.parts)
+		g.mu.Unlock()
+	}
+	if n > 0 {
+		t.Fatalf("share state of a deleted topic kept: %d partitions", n)
+	}
+	createTopic(t, srv.addr(), "rt", 1, nil)
+	produceKeys(t, newClient(t, srv.addr()), "rt", 50) // past the old start offset 10
+	c2 := b.NewConn("test2")
+	defer c2.Close()
+	r = shareConnFetch(t, c2, "rtg", member, 0, b.lookup("rt").id, nil)
+	got := r.Topics[0].Partitions[0].AcquiredRecords
+	if len(got) != 1 || got[0].FirstOffset != 0 || got[0].LastOffset != 49 || got[0].DeliveryCount != 1 {
+		t.Fatalf("recreated topic: acquired %+v, want offsets 0-49 at delivery 1", got)
+	}
+}
+
+// TestShareStateOfOtherTopicIDIgnored: state journaled for another topic
+// id of the same name (a deletion whose cleanup did not reach the
+// journal) is not applied to the topic.
+func TestShareStateOfOtherTopicIDIgnored(t *testing.T) {
+	b, srv := newBroker(t)
+	createTopic(t, srv.addr(), "oi", 1, nil)
+	produceKeys(t, newClient(t, srv.addr()), "oi", 20)
+	setGroupConfigs(t, newClient(t, srv.addr()), "oig", "share.auto.offset.reset", "earliest")
+	tp := b.lookup("oi")
+	raw := []byte(`{"topic_id":"0102030405060708090a0b0c0d0e0f10","spso":5,"end":5}`)
+	b.groups.mu.Lock()
+	err := b.groups.loadSharePart(journalEntry{sharePartKey("oig", tpKey{"oi", 0}), raw})
+	b.groups.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.NewConn("test")
+	defer c.Close()
+	r := shareConnFetch(t, c, "oig", "member-0000000000000000000000000001", 0, tp.id, nil)
+	got := r.Topics[0].Partitions[0].AcquiredRecords
+	if len(got) != 1 || got[0].FirstOffset != 0 || got[0].LastOffset != 19 {
+		t.Fatalf("acquired %+v, want offsets 0-19 (state of another topic id ignored)", got)
+	}
+}
