@@ -495,7 +495,7 @@ func (g *group) releaseMemberRecords(member string) {
 type shareStateRecord struct {
 	TopicID string `json:"topic_id,omitempty"` // hex; absent in records of older versions
 	SPSO    int64  `json:"spso"`
-	End  int64 `json:"end"`
+	End     int64  `json:"end"`
 	// Runs are [first, last, delivery count] of in-flight records.
 	Runs [][3]int64 `json:"runs,omitempty"`
 }
