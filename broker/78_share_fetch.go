@@ -113,10 +113,11 @@ func handleShareFetch(c *Conn, kreq kmsg.Request, r reply) {
 		sf.sess.bump()
 	}
 	durable := g.persistShareParts()
-	if hasShareFetchAcks(req) || req.ShareSessionEpoch == -1 {
-		// Only acknowledgements (and a close's releases) are promised
-		// durable; a crash after an acquisition at worst delivers the
-		// record again without counting that delivery.
+	if req.ShareSessionEpoch == -1 {
+		// Only acknowledgements (applyAcks waits for their own writes)
+		// and a close's releases are promised durable; a crash after an
+		// acquisition at worst delivers the record again without
+		// counting that delivery.
 		sf.waits = append(sf.waits, durable)
 	}
 	g.mu.Unlock()
@@ -252,7 +253,11 @@ func (sf *shareFetch) applyAcks(g *group) {
 				bs = append(bs, ackBatch{b.FirstOffset, b.LastOffset, b.AcknowledgeTypes})
 			}
 			rp := sf.part(t.TopicID, p.Partition)
-			rp.AcknowledgeErrorCode = g.ackShare(t.TopicID, p.Partition, sf.member, bs, sf.req.IsRenewAck, sf.cfg)
+			var durable <-chan error
+			rp.AcknowledgeErrorCode, durable = g.ackShare(t.TopicID, p.Partition, sf.member, bs, sf.req.IsRenewAck, sf.cfg)
+			if durable != nil {
+				sf.waits = append(sf.waits, durable)
+			}
 		}
 	}
 	if sf.req.ShareSessionEpoch == -1 {
@@ -260,37 +265,52 @@ func (sf *shareFetch) applyAcks(g *group) {
 	}
 }
 
-// ackShare applies one partition's acknowledgements. Caller holds g.mu.
-func (g *group) ackShare(tid [16]byte, idx int32, member string, bs []ackBatch, renew bool, cfg shareSettings) int16 {
-	code := g.applyShareAcks(tid, idx, member, bs, renew, cfg)
-	if code != 0 && g.c.share.ackRefused(time.Now()) {
+// ackShare applies one partition's acknowledgements and returns the code
+// and, when applied, the journal write's durability result to wait for.
+// Caller holds g.mu.
+func (g *group) ackShare(tid [16]byte, idx int32, member string, bs []ackBatch, renew bool, cfg shareSettings) (int16, <-chan error) {
+	code, durable := g.applyShareAcks(tid, idx, member, bs, renew, cfg)
+	if code != 0 && code != kerr.CoordinatorNotAvailable.Code && g.c.share.ackRefused(time.Now()) {
 		g.c.b.log.Warn("share acknowledgement refused (logged at most once a second; counted in tollgate_broker_share_ack_errors_total)",
 			"group", g.name, "member", member, "partition", idx, "error", kerr.ErrorForCode(code))
 	}
-	return code
+	return code, durable
 }
 
-// applyShareAcks validates and applies one partition's acknowledgements.
-func (g *group) applyShareAcks(tid [16]byte, idx int32, member string, bs []ackBatch, renew bool, cfg shareSettings) int16 {
+// applyShareAcks validates one partition's acknowledgements and applies
+// them to a copy of its state; the copy replaces the state only once the
+// journal has it written, so a failed write (COORDINATOR_NOT_AVAILABLE)
+// changes nothing and the client's retry finds its records still
+// acquired.
+func (g *group) applyShareAcks(tid [16]byte, idx int32, member string, bs []ackBatch, renew bool, cfg shareSettings) (int16, <-chan error) {
 	if code := checkAckBatches(bs, renew); code != 0 {
-		return code
+		return code, nil
 	}
 	t := g.c.b.lookupID(tid)
 	if t == nil {
-		return kerr.UnknownTopicID.Code
+		return kerr.UnknownTopicID.Code, nil
 	}
 	p := g.c.b.partitionOf(t, idx)
 	if p == nil {
-		return kerr.UnknownTopicOrPartition.Code
+		return kerr.UnknownTopicOrPartition.Code, nil
 	}
-	sp := g.sharePart(tpKey{t.name, idx}, p)
-	code, _ := sp.acknowledge(member, bs, time.Now(), cfg)
-	if code == 0 {
-		// Released records are available again, and finished ones may
-		// have made room in a full in-flight window.
-		g.sg.notify()
+	tp := tpKey{t.name, idx}
+	sp := g.sharePart(tp, p)
+	next := sp.clone()
+	if code, _ := next.acknowledge(member, bs, time.Now(), cfg); code != 0 {
+		return code, nil
 	}
-	return code
+	durable, err := g.c.j.write([]journalEntry{{sharePartKey(g.name, tp), next.encode()}})
+	if err != nil {
+		g.c.b.log.Error("share acknowledgements not written; nothing applied", "group", g.name, "partition", idx, "err", err)
+		return kerr.CoordinatorNotAvailable.Code, nil
+	}
+	next.dirty = false
+	*sp = *next
+	// Released records are available again, and finished ones may have
+	// made room in a full in-flight window.
+	g.sg.notify()
+	return 0, durable
 }
 
 // acquire acquires records on every session partition, starting at a

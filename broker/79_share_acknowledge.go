@@ -69,6 +69,7 @@ func handleShareAcknowledge(c *Conn, kreq kmsg.Request, r reply) {
 		done(kerr.InvalidShareSessionEpoch.Code)
 		return
 	}
+	var waits []<-chan error
 	for _, t := range req.Topics {
 		rt := kmsg.NewShareAcknowledgeResponseTopic()
 		rt.TopicID = t.TopicID
@@ -80,7 +81,11 @@ func handleShareAcknowledge(c *Conn, kreq kmsg.Request, r reply) {
 			rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
 			rp.Partition = p.Partition
 			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
-			rp.ErrorCode = g.ackShare(t.TopicID, p.Partition, member, bs, req.IsRenewAck, cfg)
+			var durable <-chan error
+			rp.ErrorCode, durable = g.ackShare(t.TopicID, p.Partition, member, bs, req.IsRenewAck, cfg)
+			if durable != nil {
+				waits = append(waits, durable)
+			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -90,9 +95,11 @@ func handleShareAcknowledge(c *Conn, kreq kmsg.Request, r reply) {
 	} else {
 		s.bump()
 	}
-	durable := g.persistShareParts()
+	if closing := g.persistShareParts(); req.ShareSessionEpoch == -1 {
+		waits = append(waits, closing) // the close's releases
+	}
 	g.mu.Unlock()
-	waitThen([]<-chan error{durable}, func(err error) {
+	waitThen(waits, func(err error) {
 		if err != nil {
 			c.b.log.Error("share acknowledgements not durable", "group", group, "err", err)
 			for i := range resp.Topics {

@@ -524,29 +524,55 @@ func (sp *sharePartition) record() shareStateRecord {
 }
 
 // persistShareParts writes every changed share-partition of g to the
-// journal (one write) and returns when it is durable. Caller holds g.mu.
+// journal (one write) and returns when it is durable. A partition stays
+// dirty until a write of it succeeds, so a failed write is retried by the
+// next change or sweep. Caller holds g.mu.
 func (g *group) persistShareParts() <-chan error {
 	var es []journalEntry
+	var written []*sharePartition
 	for tp, sp := range g.sg.parts {
 		if !sp.dirty {
 			continue
 		}
-		sp.dirty = false
-		raw, _ := json.Marshal(sp.record()) // numbers only: cannot fail
-		es = append(es, journalEntry{sharePartKey(g.name, tp), raw})
+		es = append(es, journalEntry{sharePartKey(g.name, tp), sp.encode()})
+		written = append(written, sp)
 	}
-	return g.c.j.putMany(es)
+	ch, err := g.c.j.write(es)
+	if err != nil {
+		if g.c.share.writeFailed(time.Now()) {
+			g.c.b.log.Error("write share-partition state (kept pending and retried; logged at most once a second)", "group", g.name, "err", err)
+		}
+		return failedErrChan(err)
+	}
+	for _, sp := range written {
+		sp.dirty = false
+	}
+	return ch
 }
 
-// writeErr returns the error of a journal put that failed to write (the
-// put's channel already holds it), without waiting for an fsync.
-func writeErr(ch <-chan error) error {
-	select {
-	case err := <-ch:
-		return err
-	default:
-		return nil
+// encode is sp's journal value.
+func (sp *sharePartition) encode() []byte {
+	raw, _ := json.Marshal(sp.record()) // numbers and a hex string only: cannot fail
+	return raw
+}
+
+// clone copies sp, records included, so that a change can be made on the
+// copy and kept only once it is written.
+func (sp *sharePartition) clone() *sharePartition {
+	c := *sp
+	c.recs = make(map[int64]*shareRecord, len(sp.recs))
+	for o, r := range sp.recs {
+		rc := *r
+		c.recs[o] = &rc
 	}
+	return &c
+}
+
+// failedErrChan yields err.
+func failedErrChan(err error) <-chan error {
+	ch := make(chan error, 1)
+	ch <- err
+	return ch
 }
 
 // dropShareTopic removes every share group's state for topic name with
@@ -563,7 +589,7 @@ func (c *coordinator) dropShareTopic(name string, id [16]byte) {
 					es = append(es, journalEntry{sharePartKey(g.name, tp), nil})
 				}
 			}
-			if err := writeErr(g.c.j.putMany(es)); err != nil {
+			if _, err := g.c.j.write(es); err != nil {
 				// The topic id in the record still keeps a recreated
 				// topic from using it.
 				c.b.log.Warn("delete share state of a deleted topic", "group", g.name, "topic", name, "err", err)

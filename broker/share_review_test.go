@@ -2,6 +2,8 @@ package broker
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"runtime"
 	"strconv"
 	"testing"
@@ -255,5 +257,70 @@ func TestShareStateOfOtherTopicIDIgnored(t *testing.T) {
 	got := r.Topics[0].Partitions[0].AcquiredRecords
 	if len(got) != 1 || got[0].FirstOffset != 0 || got[0].LastOffset != 19 {
 		t.Fatalf("acquired %+v, want offsets 0-19 (state of another topic id ignored)", got)
+	}
+}
+
+// setJournalFault makes the coordinator journal's writes fail with err
+// (nil: work again).
+func setJournalFault(b *Broker, err error) {
+	b.groups.j.mu.Lock()
+	defer b.groups.j.mu.Unlock()
+	if err == nil {
+		b.groups.j.writeFault = nil
+		return
+	}
+	b.groups.j.writeFault = func() error { return err }
+}
+
+// TestShareAckWriteFailureAppliesNothing: a RELEASE whose journal write
+// fails is COORDINATOR_NOT_AVAILABLE and changes nothing (the records stay
+// with the member, no one else gets them); the retry succeeds, and the
+// acquisition state written while the disk failed reaches the journal.
+func TestShareAckWriteFailureAppliesNothing(t *testing.T) {
+	b, srv := newBroker(t)
+	createTopic(t, srv.addr(), "wf", 1, nil)
+	admin := newClient(t, srv.addr())
+	setGroupConfigs(t, admin, "wfg", "share.auto.offset.reset", "earliest")
+	produceKeys(t, admin, "wf", 5)
+	tid := b.lookup("wf").id
+	c := b.NewConn("test")
+	defer c.Close()
+	const member, other = "member-0000000000000000000000000001", "other-00000000000000000000000000001"
+	setJournalFault(b, errors.New("no space left on device"))
+	if r := shareConnFetch(t, c, "wfg", member, 0, tid, nil); acquiredRanges(r.Topics[0].Partitions[0].AcquiredRecords).count() != 5 {
+		t.Fatalf("acquire: %+v", r.Topics)
+	}
+	ack := kmsg.NewPtrShareAcknowledgeRequest()
+	ack.Version = 2
+	ack.GroupID, ack.MemberID, ack.ShareSessionEpoch = kmsg.StringPtr("wfg"), kmsg.StringPtr(member), 1
+	at := kmsg.NewShareAcknowledgeRequestTopic()
+	at.TopicID = tid
+	at.Partitions = []kmsg.ShareAcknowledgeRequestTopicPartition{{Partition: 0,
+		AcknowledgementBatches: []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 4, AcknowledgeTypes: []int8{ackRelease}}}}}
+	ack.Topics = append(ack.Topics, at)
+	if r := mustCall[*kmsg.ShareAcknowledgeResponse](t, c, ack); r.Topics[0].Partitions[0].ErrorCode != kerr.CoordinatorNotAvailable.Code {
+		t.Fatalf("release while the journal fails: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
+	c2 := b.NewConn("other")
+	defer c2.Close()
+	if r := shareConnFetch(t, c2, "wfg", other, 0, tid, nil); len(r.Topics[0].Partitions[0].AcquiredRecords) != 0 {
+		t.Fatalf("records of a failed release went to another member: %+v", r.Topics[0].Partitions[0].AcquiredRecords)
+	}
+	setJournalFault(b, nil)
+	ack.ShareSessionEpoch = 2
+	if r := mustCall[*kmsg.ShareAcknowledgeResponse](t, c, ack); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("retried release: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
+	r := shareConnFetch(t, c2, "wfg", other, 1, tid, nil)
+	got := r.Topics[0].Partitions[0].AcquiredRecords
+	if len(got) != 1 || got[0].FirstOffset != 0 || got[0].LastOffset != 4 || got[0].DeliveryCount != 2 {
+		t.Fatalf("after the retried release: %+v, want 0-4 at delivery 2", got)
+	}
+	b.groups.j.mu.Lock()
+	raw := b.groups.j.live[sharePartKey("wfg", tpKey{"wf", 0})]
+	b.groups.j.mu.Unlock()
+	var rec shareStateRecord
+	if err := json.Unmarshal(raw, &rec); err != nil || rec.End != 5 || len(rec.Runs) != 1 || rec.Runs[0] != [3]int64{0, 4, 2} {
+		t.Fatalf("journaled state %s (%v), want end 5 and run 0-4 at 2", raw, err)
 	}
 }
