@@ -3,6 +3,7 @@ package broker
 import (
 	"bytes"
 	"cmp"
+	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
@@ -341,7 +342,10 @@ func (sf *shareFetch) acquire(g *group) int32 {
 		if budget-total <= 0 || (bytesLeft <= 0 && total > 0) {
 			break
 		}
-		recs, ranges, code := g.shareAcquirePart(id, sf.member, budget-total, sf.req.ShareAcquireMode == 1, sf.cfg, max(bytesLeft, 1))
+		recs, ranges, code := g.shareAcquirePart(id, sf.member, budget-total, sf.req.ShareAcquireMode == 1, sf.cfg, max(bytesLeft, 1), sf.valid)
+		if !sf.valid(g) {
+			break // the group or the session ended while a read ran unlocked
+		}
 		if code == 0 && len(ranges) == 0 {
 			continue
 		}
@@ -375,10 +379,26 @@ func comparePartIDs(a, b partID) int {
 	return cmp.Compare(a.p, b.p)
 }
 
+// valid reports whether the fetch's group and session are still in place
+// (g.mu is released during reads). Caller holds g.mu.
+func (sf *shareFetch) valid(g *group) bool {
+	return !g.dead && g.sg != nil && g.sg.sessions[sf.member] == sf.sess
+}
+
+// unlocked runs fn with g.mu released: log reads and copies run there, so
+// a large read never blocks the group's other members. Caller holds g.mu.
+func (g *group) unlocked(fn func()) {
+	g.mu.Unlock()
+	defer g.mu.Lock()
+	fn()
+}
+
 // shareAcquirePart acquires up to budget records of one partition for
-// member and returns their batches. Caller holds g.mu (the reads are
-// page-cache reads of this partition's log; no broker lock is held).
-func (g *group) shareAcquirePart(id partID, member string, budget int32, strict bool, cfg shareSettings, maxBytes int) ([]byte, acquiredRanges, int16) {
+// member and returns their batches. Caller holds g.mu; the log reads run
+// with it released (state is decided under the lock: records already
+// acquired are re-read unlocked; new records are acquired only if the
+// window did not move during their read).
+func (g *group) shareAcquirePart(id partID, member string, budget int32, strict bool, cfg shareSettings, maxBytes int, valid func(*group) bool) ([]byte, acquiredRanges, int16) {
 	t := g.c.b.lookupID(id.tid)
 	if t == nil {
 		return nil, nil, kerr.UnknownTopicID.Code
@@ -387,7 +407,8 @@ func (g *group) shareAcquirePart(id partID, member string, budget int32, strict 
 	if p == nil {
 		return nil, nil, kerr.UnknownTopicOrPartition.Code
 	}
-	sp := g.sharePart(tpKey{t.name, id.p}, p)
+	tp := tpKey{t.name, id.p}
+	sp := g.sharePart(tp, p)
 	deadline := time.Now().Add(cfg.lockDuration)
 	upTo := p.log.HighWatermark()
 	if cfg.readCommitted {
@@ -396,11 +417,11 @@ func (g *group) shareAcquirePart(id partID, member string, budget int32, strict 
 	r1 := sp.acquireAvailable(member, budget, deadline, cfg.deliveryLimit)
 	var out []byte
 	if len(r1) > 0 {
-		b, err := readShareRange(p, r1[0].FirstOffset, r1[len(r1)-1].LastOffset, upTo)
+		var err error
+		g.unlocked(func() { out, err = readShareRange(p, r1[0].FirstOffset, r1[len(r1)-1].LastOffset, upTo) })
 		if err != nil {
 			g.c.b.log.Error("share fetch read", "partition", p.dirName(), "err", err)
 		}
-		out = b
 	}
 	budget -= r1.count()
 	ranges := r1
@@ -408,12 +429,15 @@ func (g *group) shareAcquirePart(id partID, member string, budget int32, strict 
 	// follows what the record budget and MaxBytes can use (a 1 GiB backlog
 	// costs one chunk for a one-record fetch, not a 1 GiB copy).
 	for range shareReadMaxChunks {
+		if !valid(g) || g.sg.parts[tp] != sp {
+			break
+		}
 		room := defaultShareMaxRecordLocks - (sp.end - sp.spso)
 		if budget <= 0 || sp.end >= upTo || room <= 0 || (maxBytes <= len(out) && len(out) > 0) {
 			break
 		}
-		r2, chunk, moved, code := g.shareAcquireChunk(p, sp, member, min(int64(budget), room), strict, cfg, deadline, upTo,
-			max(min(maxBytes-len(out), shareReadChunk), 1))
+		r2, chunk, moved, code := g.shareAcquireChunk(p, tp, sp, member, min(int64(budget), room), strict, cfg, deadline, upTo,
+			max(min(maxBytes-len(out), shareReadChunk), 1), valid)
 		if code != 0 {
 			return out, ranges, code
 		}
@@ -429,21 +453,29 @@ func (g *group) shareAcquirePart(id partID, member string, budget int32, strict 
 
 // shareAcquireChunk reads up to maxBytes (at least one batch) at sp.end
 // and acquires up to budget of its records. It returns the acquired
-// ranges, the batches holding them and whether the window's end moved
-// (false: nothing more to read now).
-func (g *group) shareAcquireChunk(p *partition, sp *sharePartition, member string, budget int64, strict bool, cfg shareSettings,
-	deadline time.Time, upTo int64, maxBytes int) (acquiredRanges, []byte, bool, int16) {
+// ranges, the batches holding them and whether to read on (false:
+// nothing more to read now). The read runs with g.mu released; if another
+// fetch moved the window meanwhile, the read is dropped and the caller
+// reads again from the new end.
+func (g *group) shareAcquireChunk(p *partition, tp tpKey, sp *sharePartition, member string, budget int64, strict bool, cfg shareSettings,
+	deadline time.Time, upTo int64, maxBytes int, valid func(*group) bool) (acquiredRanges, []byte, bool, int16) {
 	from := sp.end
-	rr, err := p.log.ReadUpTo(from, int32(maxBytes), upTo)
+	var buf []byte
+	var next int64
+	var err error
+	g.unlocked(func() { buf, next, err = readShareChunk(p, from, maxBytes, upTo) })
 	if err != nil {
-		return nil, nil, false, storageCode(err)
-	}
-	buf, err := rr.AppendTo(nil)
-	next := rr.NextOffset
-	rr.Release()
-	if err != nil {
+		if code := storageCode(err); code != kerr.KafkaStorageError.Code {
+			return nil, nil, false, code
+		}
 		g.c.b.log.Error("share fetch read", "partition", p.dirName(), "err", err)
 		return nil, nil, false, kerr.KafkaStorageError.Code
+	}
+	if !valid(g) || g.sg.parts[tp] != sp {
+		return nil, nil, false, 0
+	}
+	if sp.end != from {
+		return nil, nil, true, 0 // raced with another fetch: read again
 	}
 	bs := splitBatches(buf)
 	var aborted []storage.AbortedTxn
@@ -452,6 +484,21 @@ func (g *group) shareAcquireChunk(p *partition, sp *sharePartition, member strin
 	}
 	r2, sendTo := sp.acquireNew(bs, aborted, member, int32(budget), strict, deadline, cfg.deliveryLimit)
 	return r2, buf[:sendTo], sp.end > from, 0
+}
+
+// readShareChunk copies up to maxBytes (at least one batch) of p's log
+// from offset, below upTo, and returns it and the next offset.
+func readShareChunk(p *partition, from int64, maxBytes int, upTo int64) ([]byte, int64, error) {
+	rr, err := p.log.ReadUpTo(from, int32(maxBytes), upTo)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rr.Release()
+	buf, err := rr.AppendTo(nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("share fetch read %s: %w", p.dirName(), err)
+	}
+	return buf, rr.NextOffset, nil
 }
 
 // appendNewBatches appends the batches of more that start past the last

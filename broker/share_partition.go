@@ -528,6 +528,9 @@ func (sp *sharePartition) record() shareStateRecord {
 // dirty until a write of it succeeds, so a failed write is retried by the
 // next change or sweep. Caller holds g.mu.
 func (g *group) persistShareParts() <-chan error {
+	if g.dead || g.sg == nil {
+		return closedErrChan // deleted meanwhile (a ShareFetch read ran unlocked)
+	}
 	var es []journalEntry
 	var written []*sharePartition
 	for tp, sp := range g.sg.parts {
