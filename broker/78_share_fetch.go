@@ -28,13 +28,21 @@ import (
 // * MaxRecords bounds the records acquired (0: 500); in BATCH_OPTIMIZED
 //   mode (ShareAcquireMode 0) whole batches are acquired, so it may be
 //   exceeded up to a batch boundary; RECORD_LIMIT (1, v2) acquires exactly
-//   up to it. MaxBytes bounds the bytes read, except that a partition
-//   returns at least one batch.
+//   up to it. MaxBytes, capped at fetch.max.bytes (55 MiB) as Kafka's
+//   KafkaApis does, bounds the bytes returned, except that the first
+//   partition with records returns at least one batch (KIP-74; MaxBytes 0
+//   returns one). New records are read in 1 MiB steps while the record
+//   budget lasts, with the group's lock released.
+// * Session partitions: an unknown topic id or partition is answered with
+//   UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION once and not kept; a
+//   session holds at most 10000 partitions (more: INVALID_REQUEST on the
+//   partition).
 // * Piggybacked AcknowledgementBatches are applied first (per partition,
 //   all or nothing: AcknowledgeErrorCode INVALID_RECORD_STATE if any
 //   offset is not acquired by this member, INVALID_REQUEST for a bad
-//   batch); the response waits until they are durable in the coordinator
-//   journal. Acquisitions are written too but not waited for (a crash may
+//   batch; COORDINATOR_NOT_AVAILABLE, nothing applied, if the journal
+//   write fails); the response waits until they are durable in the
+//   coordinator journal. Acquisitions are written too but not waited for (a crash may
 //   leave a delivery uncounted; the record is delivered again). Acknowledgements in a request opening a session (epoch 0)
 //   are INVALID_REQUEST.
 // * IsRenewAck (v2): acknowledgements only, renew (type 4) allowed; any
@@ -46,7 +54,9 @@ import (
 //   leaving), the wait ends or the connection closes.
 // * read_committed (share.isolation.level): records up to the last stable
 //   offset; aborted transactional batches are archived, never delivered.
-// * A group id in use by a classic or consumer group is GROUP_ID_NOT_FOUND.
+// * A group id in use by a classic or consumer group, or holding
+//   committed offsets, is GROUP_ID_NOT_FOUND. A request that fails leaves
+//   no new group behind.
 // * At most 2000 share sessions are open (group.share.max.share.sessions);
 //   opening one more is SHARE_SESSION_LIMIT_REACHED.
 //
