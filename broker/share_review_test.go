@@ -324,3 +324,33 @@ func TestShareAckWriteFailureAppliesNothing(t *testing.T) {
 		t.Fatalf("journaled state %s (%v), want end 5 and run 0-4 at 2", raw, err)
 	}
 }
+
+// TestShareMembershipWriteRetried: a share-group membership record whose
+// journal write failed is written by the next heartbeat.
+func TestShareMembershipWriteRetried(t *testing.T) {
+	b, srv := newBroker(t)
+	createTopic(t, srv.addr(), "mw", 1, nil)
+	c := b.NewConn("test")
+	defer c.Close()
+	live := func() []byte {
+		b.groups.j.mu.Lock()
+		defer b.groups.j.mu.Unlock()
+		return b.groups.j.live[shareGroupKeyPrefix+"mwg"]
+	}
+	setJournalFault(b, errors.New("input/output error"))
+	sh := kmsg.NewPtrShareGroupHeartbeatRequest()
+	sh.Version, sh.GroupID, sh.MemberID, sh.SubscribedTopicNames = 1, "mwg", "member-1", []string{"mw"}
+	r := mustCall[*kmsg.ShareGroupHeartbeatResponse](t, c, sh)
+	if r.ErrorCode != 0 || live() != nil {
+		t.Fatalf("join while the journal fails: %v, record %s", kerr.ErrorForCode(r.ErrorCode), live())
+	}
+	setJournalFault(b, nil)
+	sh.MemberEpoch, sh.SubscribedTopicNames = r.MemberEpoch, nil
+	if r := mustCall[*kmsg.ShareGroupHeartbeatResponse](t, c, sh); r.ErrorCode != 0 {
+		t.Fatal(kerr.ErrorForCode(r.ErrorCode))
+	}
+	var rec sgRecord
+	if err := json.Unmarshal(live(), &rec); err != nil || len(rec.Members) != 1 || rec.Members[0].ID != "member-1" {
+		t.Fatalf("membership after the heartbeat: %s (%v)", live(), err)
+	}
+}
