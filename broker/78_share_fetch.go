@@ -288,11 +288,11 @@ func (g *group) ackShare(tid [16]byte, idx int32, member string, bs []ackBatch, 
 	return code, durable
 }
 
-// applyShareAcks validates one partition's acknowledgements and applies
-// them to a copy of its state; the copy replaces the state only once the
-// journal has it written, so a failed write (COORDINATOR_NOT_AVAILABLE)
-// changes nothing and the client's retry finds its records still
-// acquired.
+// applyShareAcks validates and applies one partition's acknowledgements
+// and writes the result to the journal; if the write fails the change is
+// undone (COORDINATOR_NOT_AVAILABLE), so the client's retry finds its
+// records still acquired. g.mu is held throughout: no one sees the state
+// in between.
 func (g *group) applyShareAcks(tid [16]byte, idx int32, member string, bs []ackBatch, renew bool, cfg shareSettings) (int16, <-chan error) {
 	if code := checkAckBatches(bs, renew); code != 0 {
 		return code, nil
@@ -307,17 +307,19 @@ func (g *group) applyShareAcks(tid [16]byte, idx int32, member string, bs []ackB
 	}
 	tp := tpKey{t.name, idx}
 	sp := g.sharePart(tp, p)
-	next := sp.clone()
-	if code, _ := next.acknowledge(member, bs, time.Now(), cfg); code != 0 {
+	undo := sp.undoFor(bs)
+	if code, _ := sp.acknowledge(member, bs, time.Now(), cfg); code != 0 {
 		return code, nil
 	}
-	durable, err := g.c.j.write([]journalEntry{{sharePartKey(g.name, tp), next.encode()}})
+	durable, err := g.c.j.write([]journalEntry{{sharePartKey(g.name, tp), sp.encode()}})
 	if err != nil {
-		g.c.b.log.Error("share acknowledgements not written; nothing applied", "group", g.name, "partition", idx, "err", err)
+		sp.restore(undo)
+		if g.c.share.writeFailed(time.Now()) {
+			g.c.b.log.Error("share acknowledgements not written; nothing applied (logged at most once a second)", "group", g.name, "partition", idx, "err", err)
+		}
 		return kerr.CoordinatorNotAvailable.Code, nil
 	}
-	next.dirty = false
-	*sp = *next
+	sp.dirty = false
 	// Released records are available again, and finished ones may have
 	// made room in a full in-flight window.
 	g.sg.notify()

@@ -559,16 +559,40 @@ func (sp *sharePartition) encode() []byte {
 	return raw
 }
 
-// clone copies sp, records included, so that a change can be made on the
-// copy and kept only once it is written.
-func (sp *sharePartition) clone() *sharePartition {
-	c := *sp
-	c.recs = make(map[int64]*shareRecord, len(sp.recs))
-	for o, r := range sp.recs {
-		rc := *r
-		c.recs[o] = &rc
+// shareUndo is what an acknowledgement can change in a sharePartition:
+// its scalar fields and the records of the acknowledged ranges (nil: not
+// in the window's map).
+type shareUndo struct {
+	spso, end   int64
+	acquired    int
+	minDeadline time.Time
+	dirty       bool
+	recs        map[int64]*shareRecord
+}
+
+// undoFor records the state that acknowledging bs may change, so that
+// restore can put it back if the change cannot be written. The cost is the
+// acknowledged records, not the window.
+func (sp *sharePartition) undoFor(bs []ackBatch) shareUndo {
+	u := shareUndo{spso: sp.spso, end: sp.end, acquired: sp.acquired, minDeadline: sp.minDeadline, dirty: sp.dirty,
+		recs: map[int64]*shareRecord{}}
+	for _, b := range bs {
+		for o := max(b.first, sp.spso); o <= b.last && o < sp.end; o++ {
+			if r := sp.recs[o]; r != nil {
+				rc := *r
+				u.recs[o] = &rc
+			}
+		}
 	}
-	return &c
+	return u
+}
+
+// restore undoes the acknowledgement undoFor was taken for.
+func (sp *sharePartition) restore(u shareUndo) {
+	sp.spso, sp.end, sp.acquired, sp.minDeadline, sp.dirty = u.spso, u.end, u.acquired, u.minDeadline, u.dirty
+	for o, r := range u.recs {
+		sp.recs[o] = r
+	}
 }
 
 // failedErrChan yields err.

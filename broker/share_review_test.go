@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"runtime"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -352,5 +354,38 @@ func TestShareMembershipWriteRetried(t *testing.T) {
 	var rec sgRecord
 	if err := json.Unmarshal(live(), &rec); err != nil || len(rec.Members) != 1 || rec.Members[0].ID != "member-1" {
 		t.Fatalf("membership after the heartbeat: %s (%v)", live(), err)
+	}
+}
+
+// TestShareUndoRestoresState: restoring the undo of an acknowledgement
+// (accepts, releases at and below the delivery limit, rejects) gives back
+// exactly the state before it.
+func TestShareUndoRestoresState(t *testing.T) {
+	sp := newSharePartition(0, nil)
+	now := time.Now()
+	for o := range int64(10) {
+		r := &shareRecord{deliveries: int16(o % 3)}
+		sp.recs[o] = r
+		sp.acquireOne(o, r, "m", now.Add(time.Minute), 5)
+		sp.end = o + 1
+	}
+	cfg := shareSettings{lockDuration: time.Minute, deliveryLimit: 2}
+	before, acquired := sp.record(), sp.acquired
+	bs := []ackBatch{{0, 2, []int8{ackAccept}}, {3, 5, []int8{ackRelease}}, {6, 6, []int8{ackReject}}, {8, 9, []int8{ackRelease, ackAccept}}}
+	u := sp.undoFor(bs)
+	if code, _ := sp.acknowledge("m", bs, now, cfg); code != 0 {
+		t.Fatal(kerr.ErrorForCode(code))
+	}
+	if reflect.DeepEqual(sp.record(), before) {
+		t.Fatal("the acknowledgement changed nothing")
+	}
+	sp.restore(u)
+	if got := sp.record(); !reflect.DeepEqual(got, before) || sp.acquired != acquired {
+		t.Fatalf("restored %+v (acquired %d), want %+v (%d)", got, sp.acquired, before, acquired)
+	}
+	for o := range int64(10) {
+		if r := sp.recs[o]; r == nil || r.state != recAcquired || r.owner != "m" {
+			t.Fatalf("offset %d after restore: %+v", o, r)
+		}
 	}
 }
