@@ -12,6 +12,6 @@ USER nonroot:nonroot
 WORKDIR /data
 # In a container the gateway must bind every interface; set --advertise to
 # the address clients use to reach the container.
-EXPOSE 9092 9099
+EXPOSE 9092 9089
 ENTRYPOINT ["/tollgate"]
 CMD ["--listen", "0.0.0.0:9092", "--data-dir", "/data/tollgate-data"]

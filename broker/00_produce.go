@@ -18,6 +18,8 @@ import (
 // * v0-2 (message sets, magic 0/1) close the connection, as Kafka 4.0 and
 //   kfake do (docs/protocol.md §7.2), although ApiVersions advertises min 0
 //   so that librdkafka keeps compression (KAFKA-18659).
+// * Internal topics (internal_topics.go) refuse appends with
+//   INVALID_TOPIC_EXCEPTION, as Kafka does for clients.
 // * Each partition must carry exactly one magic-2 batch (Kafka's
 //   ProduceRequest.validateRecords): a record set too short or whose length
 //   field overruns is CORRUPT_MESSAGE; magic != 2 or more than one batch is
@@ -142,6 +144,8 @@ func (c *Conn) produceOne(req *kmsg.ProduceRequest, t *topic, rp kmsg.ProduceReq
 		return kerr.UnknownTopicID.Code, "unknown topic id", nil
 	case t == nil:
 		return kerr.UnknownTopicOrPartition.Code, "unknown topic", nil
+	case isInternalTopic(t.name):
+		return kerr.InvalidTopicException.Code, "cannot append to internal topic " + t.name, nil
 	}
 	p := c.b.partitionOf(t, rp.Partition)
 	if p == nil {

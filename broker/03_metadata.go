@@ -23,6 +23,8 @@ import (
 //   UNKNOWN_TOPIC_OR_PARTITION.
 // * An illegal name gets INVALID_TOPIC_EXCEPTION and is never created.
 // * Topics asked for by id (v10+) that do not exist get UNKNOWN_TOPIC_ID.
+// * __consumer_offsets and __transaction_state are listed with IsInternal
+//   (internal_topics.go).
 //
 // Version notes:
 // * v1: ControllerID, IsInternal, null = all topics
@@ -98,6 +100,7 @@ func (b *Broker) metadataTopic(t *topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	mt.Topic = kmsg.StringPtr(t.name)
 	mt.TopicID = t.id
+	mt.IsInternal = isInternalTopic(t.name)
 	n := b.partitionCount(t)
 	node := b.cfg.NodeID
 	for i := int32(0); i < n; i++ {

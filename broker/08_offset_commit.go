@@ -32,7 +32,8 @@ import (
 //   (ignored, as Kafka 2.1+ does); v3: ThrottleMillis; v6: LeaderEpoch
 // * v7: InstanceID; v8: flexible; v9: KIP-848 member epochs (classic
 //   groups treat them as generations; consumer groups check them with
-//   checkCGCommit, consumer_groups.go); v10: topic ids
+//   checkCGCommit and, per partition, cgCommitAllowed (KIP-1251),
+//   consumer_groups.go); v10: topic ids
 
 func init() { regKey(8, 0, 10, handleOffsetCommit) }
 
@@ -84,6 +85,8 @@ func handleOffsetCommit(c *Conn, kreq kmsg.Request, r reply) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case rp.Metadata != nil && len(*rp.Metadata) > maxOffsetMetadata:
 				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
+			case g.cg != nil && !g.cgCommitAllowed(req.Generation, req.MemberID, tpKey{name, rp.Partition}):
+				sp.ErrorCode = kerr.StaleMemberEpoch.Code
 			default:
 				ocs = append(ocs, offsetCommit{name, rp.Partition, committed{Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch, Metadata: rp.Metadata, CommitMs: now}})
 			}

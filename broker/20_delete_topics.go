@@ -16,6 +16,8 @@ import (
 //   at their max wait.
 // * Unknown name: UNKNOWN_TOPIC_OR_PARTITION; unknown id: UNKNOWN_TOPIC_ID;
 //   both a name and an id: INVALID_REQUEST.
+// * Internal topics (__consumer_offsets, __transaction_state):
+//   INVALID_TOPIC_EXCEPTION, never deleted (internal_topics.go).
 //
 // Version notes:
 // * v4: flexible; v5: ErrorMessage; v6: topic ids

@@ -71,7 +71,7 @@ func handleDescribeTopicPartitions(c *Conn, req *kmsg.DescribeTopicPartitionsReq
 			resp.Topics = append(resp.Topics, ot)
 			continue
 		}
-		ot.TopicID = t.id
+		ot.TopicID, ot.IsInternal = t.id, isInternalTopic(t.name)
 		from := int32(0)
 		if i == 0 {
 			from = startPart

@@ -176,6 +176,12 @@ func Open(cfg Config) (*Broker, error) {
 		_ = unlock()
 		return nil, fmt.Errorf("open broker %s: %w", cfg.DataDir, err)
 	}
+	if err := b.ensureInternalTopics(); err != nil {
+		b.closeLogs()
+		_ = b.syncer.Close()
+		_ = unlock()
+		return nil, fmt.Errorf("open broker %s: %w", cfg.DataDir, err)
+	}
 	if err := b.openCoordinators(); err != nil {
 		b.closeLogs()
 		_ = b.syncer.Close()

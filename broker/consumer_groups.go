@@ -34,7 +34,11 @@ import (
 //     target partition no other member still owns; partitions still held
 //     by another member (being revoked there) follow on later heartbeats.
 //
-// So a partition is never owned by two members. A member that does not
+// So a partition is never owned by two members. Commits are fenced the
+// same way (KIP-1251): at an older epoch a member may commit only what it
+// still holds and was given by then (cgCommitAllowed), so a late commit
+// from a member that released a partition cannot rewind the next owner's
+// offset; a removed member's commits are UNKNOWN_MEMBER_ID. A member that does not
 // finish revoking within its rebalance timeout is removed (Kafka fences
 // it), as is one that does not heartbeat within the session timeout.
 //
@@ -73,8 +77,9 @@ type cgMember struct {
 	assignor         string // requested server assignor, "" for none
 
 	epoch, prevEpoch int32
-	assigned         map[tpKey]bool // what the member was told it owns
-	revoking         map[tpKey]bool // taken away, not yet released by the member
+	assigned         map[tpKey]bool  // what the member was told it owns
+	revoking         map[tpKey]bool  // taken away, not yet released by the member
+	assignedAt       map[tpKey]int32 // member epoch at which each held partition (assigned or revoking) was given (KIP-1251)
 
 	session  *time.Timer
 	revokeBy *time.Timer // rebalance timeout of a pending revocation
@@ -198,7 +203,10 @@ func (g *group) armCGSession(m *cgMember) {
 
 // subscribedTopicsOf resolves m's subscription against the existing
 // topics: its names that exist, plus every topic its regex matches
-// entirely (Kafka matches with RE2J Matcher.matches).
+// entirely (Kafka matches with RE2J Matcher.matches). Internal topics are
+// matched too, as Kafka's broker-side resolution does (franz-go's
+// Test848RegexBrokerResolves expects __consumer_offsets assigned when the
+// pattern names it); client-side regex consumers skip them themselves.
 func (m *cgMember) subscribedTopicsOf(all map[string]int32) []string {
 	var out []string
 	for _, t := range m.topics {
@@ -413,6 +421,7 @@ func (g *group) reconcile(m *cgMember, owned map[tpKey]bool) bool {
 		for tp := range m.revoking {
 			if !owned[tp] {
 				delete(m.revoking, tp)
+				delete(m.assignedAt, tp)
 				if cg.owner[tp] == m.id {
 					delete(cg.owner, tp)
 				}
@@ -457,6 +466,10 @@ func (g *group) reconcile(m *cgMember, owned map[tpKey]bool) bool {
 			continue // still being revoked from holder
 		}
 		m.assigned[tp] = true
+		if m.assignedAt == nil {
+			m.assignedAt = map[tpKey]int32{}
+		}
+		m.assignedAt[tp] = m.epoch
 		cg.owner[tp] = m.id
 		changed = true
 	}
@@ -491,12 +504,12 @@ func (b *Broker) assignmentTopics(set map[tpKey]bool) []kmsg.ConsumerGroupHeartb
 	return out
 }
 
-// checkCGCommit validates an OffsetCommit from a consumer-group member:
-// it must exist (UNKNOWN_MEMBER_ID) and not carry an epoch above its own
-// (STALE_MEMBER_EPOCH). A commit at an older epoch is accepted, as Kafka
-// 4.3 does (KIP-1251), since a member commits revoked partitions while its
-// epoch moves on. A commit with epoch < 0 and no member id is an admin
-// commit, allowed while the group is empty. Caller holds g.mu.
+// checkCGCommit validates an OffsetCommit from a consumer-group member
+// as a whole: the member must exist (UNKNOWN_MEMBER_ID: a removed member
+// is fenced) and not carry an epoch above its own (STALE_MEMBER_EPOCH).
+// A commit with epoch < 0 and no member id is an admin commit, allowed
+// while the group is empty. Each partition is then checked by
+// cgCommitAllowed. Caller holds g.mu.
 func (g *group) checkCGCommit(epoch int32, memberID string) int16 {
 	if epoch < 0 && memberID == "" && len(g.cg.members) == 0 {
 		return 0
@@ -509,4 +522,22 @@ func (g *group) checkCGCommit(epoch int32, memberID string) int16 {
 		return kerr.StaleMemberEpoch.Code
 	}
 	return 0
+}
+
+// cgCommitAllowed is the per-partition check of a member's commit
+// (KIP-1251, Kafka 4.3): at the member's current epoch any partition may
+// be committed, as Kafka allows; at an older epoch — a member commits its
+// revoked partitions while its epoch moves on — only a partition the
+// member still holds (assigned, or revoked and not yet released) and was
+// given at or before that epoch. So once a member has released a
+// partition, or was given it again later, a commit it sent earlier cannot
+// move that partition's offset under the next owner. Admin commits (no
+// member) pass. Caller holds g.mu and checkCGCommit passed.
+func (g *group) cgCommitAllowed(epoch int32, memberID string, tp tpKey) bool {
+	m := g.cg.members[memberID]
+	if m == nil || epoch >= m.epoch {
+		return true
+	}
+	at, held := m.assignedAt[tp]
+	return held && at <= epoch
 }

@@ -221,6 +221,16 @@ func (c *coordinator) loadConsumerMember(e journalEntry) error {
 	for tp := range m.revoking {
 		cg.owner[tp] = m.id
 	}
+	// Assignment epochs (KIP-1251 commit fencing) are not journaled: a
+	// held partition counts as given at the member's previous epoch, so
+	// commits from the epoch before the restart still land.
+	m.assignedAt = map[tpKey]int32{}
+	for tp := range m.assigned {
+		m.assignedAt[tp] = m.prevEpoch
+	}
+	for tp := range m.revoking {
+		m.assignedAt[tp] = m.prevEpoch
+	}
 	g.armCGSession(m)
 	g.syncCGState()
 	c.saveLoaded(e)

@@ -446,6 +446,9 @@ func (b *Broker) autoCreate(name string) (*topic, error) {
 // deleteTopic removes t: the registry first (so a crash cannot resurrect
 // it), then the partition folders.
 func (b *Broker) deleteTopic(t *topic) error {
+	if isInternalTopic(t.name) {
+		return kafkaErr(kerr.InvalidTopicException, "topic %q is an internal topic and cannot be deleted", t.name)
+	}
 	b.mu.Lock()
 	if b.topics[t.name] != t {
 		b.mu.Unlock()

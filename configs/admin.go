@@ -3,6 +3,7 @@ package configs
 import (
 	"fmt"
 	"net"
+	"strings"
 )
 
 // AdminAuth protects the admin server: a bearer token, or basic
@@ -44,6 +45,11 @@ func (v *validator) adminSecurity() {
 			v.file("admin.auth.password_file", au.PasswordFile)
 		}
 	}
+	for _, h := range a.AllowedHosts {
+		if h == "" || strings.ContainsAny(h, ":/ \t@") {
+			v.errf("admin.allowed_hosts", h, "want a host name without scheme, port or path (e.g. tollgate.example.com)")
+		}
+	}
 	if t := a.TLS; t != nil {
 		if t.Cert == "" || t.Key == "" {
 			v.errf("admin.tls", "", "both cert and key are required")
@@ -63,7 +69,7 @@ func (c *Config) Warnings() []string {
 		out = append(out, fmt.Sprintf("admin.listen %s is not a loopback address and the admin server has neither auth nor tls: "+
 			"anyone who reaches it sees the traffic (/tap, /ui/) and the metrics", a.Listen))
 	}
-	return out
+	return append(out, c.limitsWarnings()...)
 }
 
 // loopbackListen reports whether a listen address binds loopback only.

@@ -42,12 +42,19 @@ func TestAdminWarnings(t *testing.T) {
 }
 
 func TestAdminSecurityErrors(t *testing.T) {
+	if cfg, err := Parse([]byte("admin: { allowed_hosts: [gw.example.com, admin] }\n"), "a.yaml"); err != nil ||
+		len(cfg.Admin.AllowedHosts) != 2 {
+		t.Errorf("allowed_hosts: %v %v", cfg, err)
+	}
 	for yaml, want := range map[string]string{
 		"admin: { auth: {} }\n":                             "give token_file, or username and password_file",
 		"admin: { auth: { username: ops } }\n":              "username and password_file go together",
 		"admin: { auth: { token_file: /nonexistent/t } }\n": "admin.auth.token_file",
 		"admin: { tls: { cert: a.pem } }\n":                 "both cert and key are required",
 		"admin: { ui: { actions: maybe } }\n":               "admin.ui.actions",
+		"admin: { allowed_hosts: [\"gw.example:9099\"] }\n": "admin.allowed_hosts",
+		"admin: { allowed_hosts: [\"https://gw\"] }\n":      "without scheme, port or path",
+		"admin: { allowed_hosts: [\"\"] }\n":                "admin.allowed_hosts",
 	} {
 		_, err := Parse([]byte(yaml), "a.yaml")
 		if err == nil || !strings.Contains(err.Error(), want) {

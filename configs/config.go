@@ -164,6 +164,11 @@ type Admin struct {
 	TLS *AdminTLS `yaml:"tls,omitempty"`
 	// UI is the web console.
 	UI AdminUI `yaml:"ui"`
+	// AllowedHosts are host names (no port) requests may carry in their
+	// Host header besides the listen host, loopback names and IP
+	// addresses; anything else is refused, against DNS rebinding
+	// (metrics/adminhost.go).
+	AllowedHosts []string `yaml:"allowed_hosts,omitempty"`
 }
 
 // Limits bound what one client can make the gateway hold.
@@ -218,14 +223,14 @@ type Log struct {
 // the file mentions starts from these) and the docs.
 const (
 	DefaultListen          = "127.0.0.1:9092"
-	DefaultAdminListen     = "127.0.0.1:9099"
+	DefaultAdminListen     = "127.0.0.1:9089" // below the default bootstrap port, so no broker port (bootstrap+1+N) can be it
 	DefaultDataDir         = "./tollgate-data"
 	DefaultMaxFrameBytes   = 100 * MiB
 	DefaultMaxPreauthBytes = 512 * KiB
 	DefaultMaxRequestBytes = 8 * MiB
 	DefaultMaxInFlightMem  = 512 * MiB
 	DefaultMaxConnections  = 10000
-	DefaultMaxConnsPerAddr = 200
+	DefaultMaxConnsPerAddr = 0 // no cap, as Kafka's max.connections.per.ip
 	DefaultMaxInFlight     = 100
 	DefaultDialTimeout     = Duration(10 * time.Second)
 	DefaultMetadataRefresh = Duration(30 * time.Second)
@@ -235,7 +240,7 @@ const (
 	DefaultIdleTimeout     = Duration(10 * time.Minute)
 	DefaultFrameTimeout    = Duration(30 * time.Second)
 	DefaultDrainTimeout    = Duration(15 * time.Second)
-	DefaultConnRatePerAddr = 100
+	DefaultConnRatePerAddr = 0 // no cap, as Kafka's max.connection.creation.rate
 	DefaultAuthFailures    = 10
 	DefaultAuthLockout     = Duration(time.Minute)
 	DefaultAuthTimeout     = Duration(10 * time.Second)

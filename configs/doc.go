@@ -57,19 +57,19 @@
 //	  cleaner_dedupe_buffer: 128MiB  # log cleaner key map bound (log.cleaner.dedupe.buffer.size); >= 1MiB
 //	  cleaner_backoff: 15s      # how often the log cleaner looks for work (log.cleaner.backoff.ms)
 //	admin:
-//	  listen: 127.0.0.1:9099    # /metrics /healthz /readyz; "off" disables
+//	  listen: 127.0.0.1:9089    # /metrics /healthz /readyz; "off" disables
 //	limits:
 //	  max_frame_bytes: 100MiB   # 1 to 2^31-1
 //	  max_preauth_frame_bytes: 512KiB  # <= max_frame_bytes
 //	  max_request_bytes: 8MiB   # every API but Produce; capped at max_frame_bytes
 //	  max_request_bytes_in_flight: 512MiB  # request bodies held across connections; raised to max_frame_bytes
 //	  max_connections: 10000
-//	  max_connections_per_address: 200  # 0 = no per-address cap
+//	  max_connections_per_address: 0    # 0 = no per-address cap
 //	  max_in_flight: 100        # pipelined requests per connection
 //	  idle_timeout: 10m         # like connections.max.idle.ms
 //	  frame_timeout: 30s        # a started frame must finish; pushed forward on progress
 //	  drain_timeout: 15s        # graceful shutdown bound
-//	  connection_rate_per_address: 100  # new connections/s from one IP; 0 = no cap
+//	  connection_rate_per_address: 0    # new connections/s from one IP; 0 = no cap
 //	  auth_failures_per_address: 10     # failed SASL logins within auth_lockout lock the IP out; 0 = never
 //	  auth_lockout: 1m
 //	  auth_timeout: 10s         # a SASL listener's connection must authenticate within this

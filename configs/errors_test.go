@@ -49,6 +49,8 @@ func TestParseErrors(t *testing.T) {
 		{"default base meets bootstrap (upstream)", "listeners:\n  - name: a\n  - name: b\n    listen: 127.0.0.1:9100\n    broker_port_base: 9300\n" + up, "4:13", "listeners[1].listen", "listeners[1] bootstrap port 127.0.0.1:9100 collides with listeners[0] broker ports 9093-9192"},
 		{"admin on bootstrap port", "admin:\n  listen: 127.0.0.1:9092\n", "2:11", "admin.listen", "the admin port 127.0.0.1:9092 collides with listeners[0] bootstrap port"},
 		{"admin on node 0 port", "admin:\n  listen: 127.0.0.1:9093\n" + up, "2:11", "admin.listen", "collides with listeners[0] broker ports 9093-9192"},
+		{"admin on node 6 port", "admin:\n  listen: 127.0.0.1:9099\n" + up, "2:11", "admin.listen", "the admin port 127.0.0.1:9099 collides with listeners[0] broker ports 9093-9192"},
+		{"admin in a second listener's range", "listeners:\n  - name: a\n  - name: b\n    listen: 127.0.0.1:9300\n    broker_port_base: 9400\nadmin:\n  listen: 127.0.0.1:9450\n" + up, "7:11", "admin.listen", "collides with listeners[1] broker ports 9400-9499"},
 		{"empty listener list", "listeners: []\n", "1:12", "listeners", "at least one listener is required"},
 		{"empty listener entry", "listeners:\n  -\n", "2:4", "listeners[0]", "empty list entry"},
 		{"listeners not a list", "listeners: 127.0.0.1:9092\n", "1:12", "listeners", `want a list, got string "127.0.0.1:9092"`},

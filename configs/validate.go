@@ -370,18 +370,14 @@ type portUse struct {
 	host   string
 	lo, hi int
 	desc   string
-	admin  bool
-	broker bool
 }
 
 // ports checks that no two binds can collide: bootstrap ports, broker port
 // ranges (node 0 to AssumedNodeSpan-1 with an upstream; the built-in
 // broker is served at the bootstrap port itself and opens no other) and the
-// admin port, on hosts that overlap (the same
-// address, or a wildcard and anything). The admin
-// port is checked against node 0's port only: the default admin port
-// 9099 is node 6 of the default listener's range, and an upstream node 6
-// is not certain enough to refuse the default configuration.
+// admin port, on hosts that overlap (the same address, or a wildcard and
+// anything). Every port of a broker range counts, the admin port's too: a
+// broker port the admin server holds is a broker that cannot be served.
 func (v *validator) ports() {
 	span := AssumedNodeSpan
 	var uses []portUse
@@ -405,11 +401,11 @@ func (v *validator) ports() {
 		if hi > base {
 			desc = fmt.Sprintf("%s broker ports %d-%d (node ids 0-%d)", p, base, hi, hi-base)
 		}
-		uses = append(uses, portUse{path: p + ".broker_port_base", host: host, lo: base, hi: hi, desc: desc + " on " + hostName(host), broker: true})
+		uses = append(uses, portUse{path: p + ".broker_port_base", host: host, lo: base, hi: hi, desc: desc + " on " + hostName(host)})
 	}
 	if a := v.c.Admin.Listen; v.c.Admin.Enabled() {
 		if host, port, err := splitHostPort(a, true); err == nil && port != 0 {
-			uses = append(uses, portUse{path: "admin.listen", host: host, lo: port, hi: port, desc: "the admin port " + a, admin: true})
+			uses = append(uses, portUse{path: "admin.listen", host: host, lo: port, hi: port, desc: "the admin port " + a})
 		}
 	}
 	for j := range uses {
@@ -418,14 +414,7 @@ func (v *validator) ports() {
 			if !hostsOverlap(a.host, b.host) {
 				continue
 			}
-			alo, ahi, blo, bhi := a.lo, a.hi, b.lo, b.hi
-			if a.admin && b.broker {
-				bhi = blo
-			}
-			if b.admin && a.broker {
-				ahi = alo
-			}
-			if alo <= bhi && blo <= ahi {
+			if a.lo <= b.hi && b.lo <= a.hi {
 				hint := ""
 				if isWildcard(a.host) != isWildcard(b.host) {
 					hint = "; a bind on all interfaces takes the port on every address"

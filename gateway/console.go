@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -83,8 +84,9 @@ func flowYAML(v any) string {
 	return strings.TrimSpace(string(out))
 }
 
-// secureAdmin applies admin.auth and admin.tls to the admin server.
+// secureAdmin applies admin.allowed_hosts, admin.auth and admin.tls to the admin server.
 func secureAdmin(a *metrics.AdminServer, c configs.Admin) error {
+	a.AllowHosts(c.AllowedHosts)
 	if au := c.Auth; au != nil {
 		token, user, pass := "", au.Username, ""
 		var err error
@@ -131,7 +133,9 @@ func (g *Gateway) mountConsole(a *metrics.AdminServer) error {
 	c, err := webui.New(webui.Options{
 		Gateway: g.Server, Mode: mode, Upstream: upstream, Metrics: g.Registry, Tap: g.Trail,
 		Policy: g.policy.snapshot, Kafka: g.consoleKafka(), Actions: g.cfg.Admin.UI.Actions,
-		Stop: a.Stopping(), Log: g.log,
+		Stop: a.Stopping(), Log: g.log, Refused: func(r *http.Request, err error) {
+			a.Refused(metrics.RefusedAction, r, "console action refused", "origin", r.Header.Get("Origin"), "err", err)
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("web console: %w", err)

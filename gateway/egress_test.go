@@ -22,7 +22,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -129,67 +128,24 @@ type runningProxy struct {
 	logs func() string
 }
 
-// startProcess starts a proxy with its generated configuration, waits
-// until it accepts connections on port, and stops it (SIGTERM, by its
-// pid) at the end of the test.
-func startProcess(t *testing.T, port int, out *syncBuffer, name string, args ...string) {
-	t.Helper()
-	path, err := exec.LookPath(name)
-	if err != nil {
-		t.Skipf("%s not installed (make deps installs it)", name)
-	}
-	cmd := exec.Command(path, args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
-		select {
-		case <-done:
-			t.Fatalf("%s exited before listening on %s:\n%s", name, addr, out.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s is not listening on %s: %v\n%s", name, addr, err, out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // startTinyproxy runs Debian's tinyproxy (HTTP CONNECT) on a free port,
 // connecting out from egressProxyOut, with Basic credentials if given.
 // Its log goes to stdout (-d, no LogFile).
 func startTinyproxy(t *testing.T, user, pass string) runningProxy {
 	t.Helper()
-	port := freePort(t)
-	conf := fmt.Sprintf("Port %d\nListen 127.0.0.1\nBind %s\nTimeout 600\nLogLevel Info\nMaxClients 100\nAllow 127.0.0.1\n", port, egressProxyOut)
-	if user != "" {
-		conf += fmt.Sprintf("BasicAuth %s %s\n", user, pass)
-	}
-	file := filepath.Join(t.TempDir(), "tinyproxy.conf")
-	if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir := t.TempDir()
 	out := &syncBuffer{}
-	startProcess(t, port, out, "tinyproxy", "-d", "-c", file)
+	port := startOnFreePort(t, out, func(port int) (string, []string) {
+		conf := fmt.Sprintf("Port %d\nListen 127.0.0.1\nBind %s\nTimeout 600\nLogLevel Info\nMaxClients 100\nAllow 127.0.0.1\n", port, egressProxyOut)
+		if user != "" {
+			conf += fmt.Sprintf("BasicAuth %s %s\n", user, pass)
+		}
+		file := filepath.Join(dir, "tinyproxy.conf")
+		if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return "tinyproxy", []string{"-d", "-c", file}
+	})
 	u := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 	if user != "" {
 		u.User = url.UserPassword(user, pass)
@@ -211,14 +167,15 @@ func startDanted(t *testing.T, user, pass string) runningProxy {
 // (root only), so names resolve for the proxy and nobody else.
 func startDantedHosts(t *testing.T, user, pass, hosts string) runningProxy {
 	t.Helper()
-	port := freePort(t)
 	dir := t.TempDir()
 	logFile := filepath.Join(dir, "danted.log")
 	method := "none"
 	if user != "" {
 		method = "username"
 	}
-	conf := fmt.Sprintf(`logoutput: %s
+	out := &syncBuffer{}
+	port := startOnFreePort(t, out, func(port int) (string, []string) {
+		conf := fmt.Sprintf(`logoutput: %s
 internal: 127.0.0.1 port = %d
 external: %s
 clientmethod: none
@@ -228,16 +185,15 @@ user.unprivileged: nobody
 client pass { from: 127.0.0.0/8 to: 0.0.0.0/0 log: connect disconnect error }
 socks pass { from: 127.0.0.0/8 to: 0.0.0.0/0 log: connect disconnect error }
 `, logFile, port, egressProxyOut, method)
-	file := filepath.Join(dir, "danted.conf")
-	if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := &syncBuffer{}
-	if hosts == "" {
-		startProcess(t, port, out, "danted", "-f", file, "-N", "1")
-	} else {
-		startProcess(t, port, out, "unshare", "--mount", "sh", "-c", `mount --bind "$0" /etc/hosts && exec danted "$@"`, hosts, "-f", file, "-N", "1")
-	}
+		file := filepath.Join(dir, "danted.conf")
+		if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if hosts == "" {
+			return "danted", []string{"-f", file, "-N", "1"}
+		}
+		return "unshare", []string{"--mount", "sh", "-c", `mount --bind "$0" /etc/hosts && exec danted "$@"`, hosts, "-f", file, "-N", "1"}
+	})
 	u := url.URL{Scheme: "socks5", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 	if user != "" {
 		u.User = url.UserPassword(user, pass)

@@ -148,6 +148,7 @@ func (g *Gateway) Start(ctx context.Context) error {
 	if g.cfg.Admin.Enabled() {
 		admin, err := metrics.NewAdmin(g.cfg.Admin.Listen, g.Registry, g.Server.Ready, g.Trail)
 		if err == nil {
+			admin.CountRefusals(g.Registry)
 			err = secureAdmin(admin, g.cfg.Admin)
 		}
 		if err == nil && g.cfg.Admin.UI.Enabled {

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/tollgate-kafka/tollgate/audit"
+	"github.com/tollgate-kafka/tollgate/lograte"
 )
 
 // TapSource is where /tap gets its live records; *audit.Trail
@@ -43,10 +44,15 @@ type AdminServer struct {
 	srv   *http.Server
 	mux   *http.ServeMux
 	allow func(*http.Request) bool // nil: no authentication
-	tls   *tls.Config              // nil: plain HTTP
-	ready func() error
-	tap   TapSource
-	log   *slog.Logger
+	hosts hostCheck                // which Host headers are served (DNS rebinding)
+	// refused counts refused requests by reason (CountRefusals; nil: not
+	// counted). Set before Start, then read only.
+	refused *prometheus.CounterVec
+	noisy   *lograte.Logger // rate limit for refusals, which any client can cause (owned; closed by Shutdown)
+	tls     *tls.Config     // nil: plain HTTP
+	ready   func() error
+	tap     TapSource
+	log     *slog.Logger
 
 	// stop ends /tap streams at Shutdown: http.Server.Shutdown waits for
 	// handlers to return, and a stream never would on its own.
@@ -67,6 +73,8 @@ func NewAdmin(addr string, reg prometheus.Gatherer, ready func() error, tap TapS
 		return nil, fmt.Errorf("admin listen %s: %w", addr, err)
 	}
 	a := &AdminServer{ln: ln, ready: ready, tap: tap, log: slog.Default(), stop: make(chan struct{}), served: make(chan struct{})}
+	a.hosts.listen, _, _ = net.SplitHostPort(addr)
+	a.noisy = lograte.New(a.log, lograte.Options{})
 	mux := http.NewServeMux()
 	a.mux = mux
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
@@ -95,6 +103,39 @@ func (a *AdminServer) Mount(pattern string, h http.Handler) { a.mux.Handle(patte
 // allow(r); call before Start.
 func (a *AdminServer) Protect(allow func(*http.Request) bool) { a.allow = allow }
 
+// AllowHosts adds names a request's Host header may carry, besides the
+// listen host, loopback names and IP addresses (see hostCheck); call
+// before Start. admin.allowed_hosts in the configuration.
+func (a *AdminServer) AllowHosts(names []string) { a.hosts.extra = names }
+
+// Refusal reasons of tollgate_admin_refused_total.
+const (
+	RefusedHost   = "host"   // a Host that is not a name of the admin server
+	RefusedAuth   = "auth"   // missing or wrong credentials
+	RefusedAction = "action" // a console action without same-origin proof (webui)
+)
+
+// CountRefusals counts refused requests in reg as
+// tollgate_admin_refused_total{reason}; call before Start.
+func (a *AdminServer) CountRefusals(reg prometheus.Registerer) {
+	a.refused = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "admin_refused_total",
+		Help: "Admin server requests refused: host (not a name of the server), auth (credentials), action (console action without same-origin proof)."},
+		[]string{"reason"}))
+	for _, r := range []string{RefusedHost, RefusedAuth, RefusedAction} {
+		a.refused.WithLabelValues(r)
+	}
+}
+
+// Refused counts one refused request (see CountRefusals) and logs it,
+// rate-limited per reason (package lograte), with attrs; safe for
+// concurrent use. The console reports its refused actions through it.
+func (a *AdminServer) Refused(reason string, r *http.Request, msg string, attrs ...any) {
+	if a.refused != nil {
+		a.refused.WithLabelValues(reason).Inc()
+	}
+	a.noisy.Warn("admin_"+reason, r.RemoteAddr, msg, append([]any{"host", r.Host, "path", r.URL.Path}, attrs...)...)
+}
+
 // UseTLS serves HTTPS with tc; call before Start.
 func (a *AdminServer) UseTLS(tc *tls.Config) { a.tls = tc }
 
@@ -103,7 +144,15 @@ func (a *AdminServer) UseTLS(tc *tls.Config) { a.tls = tc }
 func (a *AdminServer) Stopping() <-chan struct{} { return a.stop }
 
 func (a *AdminServer) serve(w http.ResponseWriter, r *http.Request) {
-	if a.allow != nil && r.URL.Path != "/healthz" && r.URL.Path != "/readyz" && !a.allow(r) {
+	probe := r.URL.Path == "/healthz" || r.URL.Path == "/readyz"
+	if !probe && !a.hosts.allowed(r.Host) {
+		a.Refused(RefusedHost, r, "admin request refused: unknown Host (DNS rebinding?); add the name to admin.allowed_hosts if it is yours")
+		http.Error(w, fmt.Sprintf("host %q is not a name of this admin server (add it to admin.allowed_hosts)", r.Host),
+			http.StatusMisdirectedRequest)
+		return
+	}
+	if a.allow != nil && !probe && !a.allow(r) {
+		a.Refused(RefusedAuth, r, "admin request refused: missing or wrong credentials")
 		w.Header().Set("WWW-Authenticate", `Basic realm="tollgate admin", charset="UTF-8"`)
 		http.Error(w, "authentication required", http.StatusUnauthorized)
 		return
@@ -128,7 +177,7 @@ func (a *AdminServer) Start() {
 // Shutdown ends live streams, then shuts the HTTP server down gracefully
 // within ctx.
 func (a *AdminServer) Shutdown(ctx context.Context) error {
-	a.stopOnce.Do(func() { close(a.stop) })
+	a.stopOnce.Do(func() { close(a.stop); a.noisy.Close() })
 	defer a.ln.Close() // for a server shut down before Start
 	if err := a.srv.Shutdown(ctx); err != nil {
 		return fmt.Errorf("admin shutdown: %w", err)

@@ -69,6 +69,7 @@ type Metrics struct {
 	connsActive   *prometheus.GaugeVec
 	connsTotal    *prometheus.CounterVec
 	closes        *prometheus.CounterVec
+	refused       *prometheus.CounterVec
 	upConns       *prometheus.GaugeVec
 	dialErrors    *prometheus.CounterVec
 	dialLatency   *prometheus.HistogramVec
@@ -135,6 +136,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Client connections accepted by listener."}, []string{"listener"}))
 	m.closes = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "connection_closes_total",
 		Help: "Client connections closed, by listener and reason."}, []string{"listener", "reason"}))
+	m.refused = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "connections_refused_total",
+		Help: "Client connections refused at accept, by listener and reason (max_connections, max_connections_per_address, connection_rate_per_address, auth_failures_per_address, shutting_down)."}, []string{"listener", "reason"}))
 	m.upConns = register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "upstream_connections",
 		Help: "Open connections to upstream brokers, by broker node id."}, []string{"broker"}))
 	m.dialErrors = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "upstream_dial_errors_total",
@@ -274,6 +277,15 @@ func (m *Metrics) Rewrite(key int16) {
 		return
 	}
 	m.rewriteCounter(key).Inc()
+}
+
+// ConnRefused counts a connection refused at accept (the gateway's
+// refusal enum; capped like close reasons).
+func (m *Metrics) ConnRefused(listener, reason string) {
+	if m == nil {
+		return
+	}
+	m.refused.WithLabelValues(m.listener(listener).label, m.closeSet.label(reason)).Inc()
 }
 
 // Malformed counts a malformed client frame.

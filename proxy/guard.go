@@ -56,7 +56,18 @@ func (g *addrGuard) entry(ip string) *guardEntry {
 	return e
 }
 
-// admit reports why a new connection from ip must be refused, or "".
+// Why a new connection is refused: label values of
+// tollgate_connections_refused_total and the "reason" of the log line.
+const (
+	refuseShutdown    = "shutting_down"
+	refuseMaxConns    = "max_connections"             // limits.max_connections
+	refuseMaxPerAddr  = "max_connections_per_address" // limits.max_connections_per_address
+	refuseConnRate    = "connection_rate_per_address" // limits.connection_rate_per_address
+	refuseAuthLockout = "auth_failures_per_address"   // limits.auth_failures_per_address within auth_lockout
+)
+
+// admit reports why a new connection from ip must be refused (a refuse*
+// constant), or "".
 func (g *addrGuard) admit(ip string, now time.Time) string {
 	if g == nil {
 		return ""
@@ -66,12 +77,12 @@ func (g *addrGuard) admit(ip string, now time.Time) string {
 	e := g.entry(ip)
 	if !e.lockedAt.IsZero() {
 		if now.Sub(e.lockedAt) < g.lockout {
-			return "too many failed authentications from this address"
+			return refuseAuthLockout
 		}
 		e.lockedAt, e.fails = time.Time{}, nil
 	}
 	if e.limiter != nil && !e.limiter.AllowN(now, 1) {
-		return "connection rate per address exceeded"
+		return refuseConnRate
 	}
 	return ""
 }

@@ -68,7 +68,7 @@ func (s *Server) Connections() []ConnInfo {
 	s.mu.Lock()
 	out := make([]ConnInfo, 0, len(s.sessions))
 	for sess := range s.sessions {
-		ci := ConnInfo{ID: sess.id, Listener: sess.l.opts.Name, Remote: sess.remote, Node: sess.node,
+		ci := ConnInfo{ID: sess.id, Listener: sess.l.opts.Name, Remote: sess.remote, Node: sess.shownNode.Load(),
 			Since: sess.started, TLS: sess.l.opts.TLS != nil}
 		if id := sess.ident.Load(); id != nil {
 			ci.ClientID, ci.Principal, ci.SoftwareName, ci.SoftwareVersion = id.clientID, id.principal, id.softwareName, id.softwareVersion

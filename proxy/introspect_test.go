@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -73,6 +74,68 @@ func TestIntrospectionSNI(t *testing.T) {
 		want := strings.Replace(sniBrokerHost, "{node}", strconv.Itoa(int(b.Node)), 1) + ":" + s.port
 		if b.Advertised != want || b.Bound != s.srv.Addr(0).String() || !strings.HasPrefix(b.Upstream, upstreamHost+":") {
 			t.Errorf("route %+v, want advertised %s", b, want)
+		}
+	}
+}
+
+// TestIntrospectionSNIConnections: Connections, polled while SNI clients
+// connect (the handshake picks each connection's broker after the session
+// is registered; the race detector checks that hand-over), shows
+// connections by broker name with that broker's node.
+func TestIntrospectionSNIConnections(t *testing.T) {
+	s := startSNI(t, "intro-sni-conns", 3)
+	ctx := ctxT(t, 60*time.Second)
+	stop := make(chan struct{})
+	polled := make(chan map[int32]bool)
+	go func() {
+		nodes := map[int32]bool{}
+		defer func() { polled <- nodes }()
+		for {
+			for _, ci := range s.srv.Connections() {
+				if ci.Listener == "sni" {
+					nodes[ci.Node] = true
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Microsecond): // poll, without taking a core
+			}
+		}
+	}()
+	d := &sniDialer{pool: s.ca.pool}
+	for range 3 {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(net.JoinHostPort(sniApex, s.port)), kgo.Dialer(d.dial),
+			kgo.DefaultProduceTopic("intro-sni-conns"), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 6 { // round robin over partitions led by all three brokers
+			if err := cl.ProduceSync(ctx, kgo.StringRecord("x")).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// While the client is still connected, its broker connections are
+		// listed with their nodes.
+		want := map[int32]bool{0: true, 1: true, 2: true}
+		for len(want) > 0 && ctx.Err() == nil {
+			for _, ci := range s.srv.Connections() {
+				if ci.Listener == "sni" {
+					delete(want, ci.Node)
+				}
+			}
+			time.Sleep(time.Millisecond) // poll interval, not a deadline
+		}
+		cl.Close()
+		if len(want) > 0 {
+			t.Fatalf("Connections never showed SNI connections to nodes %v", want)
+		}
+	}
+	close(stop)
+	nodes := <-polled
+	for n := range nodes {
+		if n < -1 || n > 2 {
+			t.Errorf("Connections showed node %d, not a bootstrap (-1) or upstream node", n)
 		}
 	}
 }

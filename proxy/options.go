@@ -76,6 +76,11 @@ type Options struct {
 	DrainTimeout time.Duration // graceful shutdown bound
 
 	Logger *slog.Logger
+	// LogSummaryInterval is how often repeated client-triggered log lines
+	// (refusals, malformed frames, failed logins, TLS mistakes) are
+	// summarized; the first few of each interval are logged in full
+	// (package lograte). 0 means lograte's default, a minute.
+	LogSummaryInterval time.Duration
 	// Hooks receive metrics events (nil: none). Audit is the audit trail
 	// (nil: off).
 	Hooks Hooks

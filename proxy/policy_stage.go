@@ -133,7 +133,9 @@ func (s *session) judge(eng *policy.Engine, h wire.RequestHeader, size int, obs 
 				return j, false, badRequest(closeMalformed, "request truncated: %w", truncated(err))
 			}
 		}
-		s.log.Info("request denied", "api", apiName(h.Key), "version", h.Version, "rule", v.Rule)
+		if s.srv.noisy.Allow("request_denied", s.remote) {
+			s.log.Info("request denied", "api", apiName(h.Key), "version", h.Version, "rule", v.Rule)
+		}
 		s.hooks.Denied(v.Rule)
 		obs.denied, obs.rule, obs.req = true, v.Rule, body
 		if v.Close {

@@ -71,6 +71,17 @@ func (r closeReason) isFault() bool {
 	return true
 }
 
+// isWarning reports reasons worth a WARN line (rate-limited: a client
+// can cause most of them at will). An ordinary end of a connection — the
+// client closed it, it was idle, the gateway is shutting down — is not.
+func (r closeReason) isWarning() bool {
+	switch r {
+	case closeNone, closeClientEOF, closeIdle, closeShutdown, closeUpstreamReauth:
+		return false
+	}
+	return true
+}
+
 // apiName names a key for logs ("Unknown(123)" for keys kmsg does not know).
 func apiName(key int16) string {
 	if name := kmsg.NameForKey(key); name != "" && name != "Unknown" {

@@ -118,7 +118,9 @@ func (s *session) saslHandshake(r *kmsg.SASLHandshakeRequest) (kmsg.Response, bo
 	}
 	ex, err := st.server.Start(r.Mechanism)
 	if err != nil {
-		s.log.Warn("SASL mechanism not offered", "mechanism", r.Mechanism, "offered", resp.SupportedMechanisms)
+		if s.srv.noisy.Allow("sasl_mechanism_not_offered", s.remote) {
+			s.log.Warn("SASL mechanism not offered", "mechanism", r.Mechanism, "offered", resp.SupportedMechanisms)
+		}
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		return resp, true
 	}
@@ -155,7 +157,9 @@ func (s *session) saslStep(token []byte) ([]byte, bool, error) {
 	reply, done, err := st.ex.Step(token)
 	if err != nil {
 		st.failures++
-		s.log.Warn("SASL authentication failed", "err", err)
+		if s.srv.noisy.Allow("sasl_authentication_failed", s.remote) {
+			s.log.Warn("SASL authentication failed", "err", err)
+		}
 		s.srv.guard.authFailed(s.subj.Addr.String(), time.Now())
 		return nil, false, err
 	}
@@ -164,7 +168,9 @@ func (s *session) saslStep(token []byte) ([]byte, bool, error) {
 	}
 	principal := st.ex.Principal()
 	if st.authed && principal != s.subj.Principal {
-		s.log.Warn("re-authentication changed the principal", "was", s.subj.Principal, "now", principal)
+		if s.srv.noisy.Allow("reauth_principal_changed", s.remote) {
+			s.log.Warn("re-authentication changed the principal", "was", s.subj.Principal, "now", principal)
+		}
 		return nil, false, fmt.Errorf("%w: re-authentication must keep the principal", errAuthFailed)
 	}
 	if st.authed {
@@ -228,6 +234,7 @@ func (s *session) handshakeTLS() error {
 	tc.SetDeadline(time.Time{})
 	if route != nil {
 		s.node = route.node // SNI: the name chose the broker
+		s.shownNode.Store(route.node)
 	}
 	if !s.adopt(func() { s.client = tc }) {
 		return net.ErrClosed

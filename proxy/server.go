@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate-kafka/tollgate/lograte"
 	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/wire"
 )
@@ -50,8 +51,9 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[*session]struct{}
-	perIP    map[string]int // open client connections by source IP
-	guard    *addrGuard     // connection rate and auth-failure lockout per IP
+	perIP    map[string]int  // open client connections by source IP
+	guard    *addrGuard      // connection rate and auth-failure lockout per IP
+	noisy    *lograte.Logger // rate limit for what clients can make the gateway log (owned; closed by Shutdown)
 	closing  bool
 	wg       sync.WaitGroup // every goroutine the server starts
 	nextID   atomic.Uint64
@@ -62,8 +64,7 @@ type Server struct {
 	discoveryErr atomic.Pointer[error]         // outcome of the last broker discovery (upstream mode)
 	names        topicNames                    // topic id -> name, from Metadata responses
 
-	budget  *byteBudget // request bytes in flight across every session (body.go)
-	warnLog *rateLog    // client-triggered warnings: undecodable requests, fetch throttles
+	budget *byteBudget // request bytes in flight across every session (body.go)
 }
 
 // listener is one client-facing listener: its bootstrap port plus, in
@@ -93,8 +94,8 @@ func New(opts Options) (*Server, error) {
 		s.nodes = newNodeRegistry()
 	}
 	s.guard = newAddrGuard(opts.ConnectionRatePerAddress, opts.AuthFailuresPerAddress, opts.AuthLockout)
+	s.noisy = lograte.New(opts.Logger, lograte.Options{Interval: opts.LogSummaryInterval})
 	s.budget = newByteBudget(opts.MaxRequestBytesInFlight, opts.Hooks)
-	s.warnLog = newRateLog(time.Second)
 	return s, nil
 }
 
@@ -175,7 +176,8 @@ func (s *Server) goAccept(l *listener, ln net.Listener, node int32) {
 				// Temporary errors (EMFILE, ECONNABORTED): back off
 				// rather than spin, as net/http does.
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				s.log.Warn("accept failed", "listener", l.opts.Name, "err", err, "retry_in", backoff)
+				// A connection flood can cause this (EMFILE): rate-limited.
+				s.noisy.Log(slog.LevelWarn, "accept_failed", "", "accept failed", "listener", l.opts.Name, "err", err, "retry_in", backoff)
 				time.Sleep(backoff)
 				continue
 			}
@@ -191,18 +193,18 @@ func (s *Server) startSession(l *listener, c net.Conn, node int32) {
 	var refuse string
 	switch {
 	case s.closing:
-		refuse = "shutting down"
+		refuse = refuseShutdown
 	case s.opts.MaxConnections > 0 && len(s.sessions) >= s.opts.MaxConnections:
-		refuse = "max_connections reached"
+		refuse = refuseMaxConns
 	case s.opts.MaxConnectionsPerAddress > 0 && s.perIP[ip] >= s.opts.MaxConnectionsPerAddress:
-		refuse = "max_connections_per_address reached"
+		refuse = refuseMaxPerAddr
 	default:
 		refuse = s.guard.admit(ip, time.Now())
 	}
 	if refuse != "" {
 		s.mu.Unlock()
 		c.Close()
-		s.log.Warn("connection refused", "listener", l.opts.Name, "client", c.RemoteAddr().String(), "reason", refuse)
+		s.refused(l, c.RemoteAddr().String(), refuse)
 		return
 	}
 	sess := newSession(s, l, c, node)
@@ -246,7 +248,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		sess.drain()
 	}
 	done := make(chan struct{})
-	go func() { s.wg.Wait(); close(done) }()
+	go func() { s.wg.Wait(); s.noisy.Close(); close(done) }()
 	select {
 	case <-done:
 		return nil
@@ -318,4 +320,20 @@ func (s *Server) closingNow() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.closing
+}
+
+// refusalHooks is implemented by Hooks that count refused connections
+// (*metrics.Metrics does); reason is from the closed set in startSession
+// and addrGuard.admit.
+type refusalHooks interface {
+	ConnRefused(listener, reason string)
+}
+
+// refused counts a connection refused at accept and logs it, rate-limited
+// (a client can open connections at will).
+func (s *Server) refused(l *listener, client, reason string) {
+	if h, ok := s.opts.Hooks.(refusalHooks); ok {
+		h.ConnRefused(l.opts.Name, reason)
+	}
+	s.noisy.Warn(reason, client, "connection refused", "listener", l.opts.Name)
 }

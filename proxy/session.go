@@ -45,7 +45,7 @@ const maxResponseBytes = 1 << 30
 type session struct {
 	srv    *Server
 	l      *listener
-	node   int32 // upstream node this port serves; -1 for a bootstrap port
+	node   int32 // upstream node this port serves; -1 for a bootstrap port (run's goroutine)
 	id     uint64
 	client net.Conn
 	remote string
@@ -73,6 +73,10 @@ type session struct {
 	// ident is the read loop's published copy of who is connected, for
 	// Server.Connections (see introspect.go).
 	ident atomic.Pointer[connIdent]
+	// shownNode is node published for Server.Connections, which reads it
+	// from another goroutine while the SNI handshake may still set node
+	// (handshakeTLS: the session is registered before the handshake).
+	shownNode atomic.Int32
 
 	tlsSubject string     // the verified client certificate's subject (mTLS)
 	sasl       *saslState // nil unless the listener terminates SASL
@@ -88,8 +92,9 @@ type session struct {
 	idle     bool
 	draining bool
 
-	started time.Time
-	opened  bool // ConnOpened was called (run's goroutine only)
+	started  time.Time
+	answered atomic.Bool // a response has been written to the client (set by the write loop)
+	opened   bool        // ConnOpened was called (run's goroutine only)
 
 	heldBody int64 // budget reserved for the current request's owned body (read loop only; body.go)
 
@@ -151,6 +156,7 @@ func newSession(s *Server, l *listener, c net.Conn, node int32) *session {
 		mapper:  mapper{srv: s, l: l},
 		started: time.Now(),
 	}
+	sess.shownNode.Store(node)
 	sess.log = s.log.With("conn", id, "listener", l.opts.Name, "client", sess.remote)
 	sess.subj = policy.Subject{Listener: l.opts.Name, Addr: remoteAddr(sess.remote)}
 	sess.hooks = s.opts.Hooks
@@ -228,9 +234,9 @@ func (s *session) connectBackend() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.srv.opts.DialTimeout)
 	defer cancel()
-	start := time.Now()
-	up, addr, err := s.srv.dialUpstream(ctx, s.node)
-	s.hooks.UpstreamDial(s.node, time.Since(start), err)
+	up, addr, err := s.srv.dialUpstreamRetrying(ctx, s.node, s.closed, func(d time.Duration, err error) {
+		s.hooks.UpstreamDial(s.node, d, err)
+	})
 	if err != nil {
 		return err
 	}
@@ -267,6 +273,9 @@ func (s *session) close(reason closeReason, err error) {
 		defer s.connMu.Unlock()
 		s.reason, s.closeErr = reason, err
 		close(s.closed)
+		if reason == closeUpstreamError && !s.answered.Load() {
+			resetConn(s.client) // see upstream_faults.go
+		}
 		s.client.Close()
 		if s.up != nil {
 			s.up.Close()
@@ -291,11 +300,22 @@ func (s *session) logClose() {
 	if s.closeErr != nil {
 		attrs = append(attrs, "err", s.closeErr)
 	}
-	if s.reason.isFault() {
-		s.log.Warn("connection closed", attrs...)
-	} else {
+	switch {
+	case !s.reason.isWarning():
 		s.log.Info("connection closed", attrs...)
+	case s.srv.noisy.Allow(s.noisyKey(), s.remote):
+		s.log.Warn("connection closed", attrs...)
 	}
+}
+
+// noisyKey is the rate-limit bucket of a close's log line: the reason,
+// and for a malformed frame its cause, so one kind of garbage cannot hide
+// another.
+func (s *session) noisyKey() string {
+	if s.reason == closeMalformed && s.closeErr != nil {
+		return s.reason.String() + "/" + malformedCause(s.closeErr)
+	}
+	return s.reason.String()
 }
 
 // drain asks the read loop to stop at the next frame boundary; the write
@@ -676,6 +696,7 @@ func (s *session) writeLoop() error {
 		if err != nil {
 			return err
 		}
+		s.answered.Store(true)
 		if p.closeAfter {
 			return errAuthFailed
 		}

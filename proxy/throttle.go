@@ -15,7 +15,9 @@ import "time"
 func (s *session) fetchThrottled(d time.Duration, rule string) {
 	s.mute(d)
 	s.hooks.Throttled(rule, d)
-	s.srv.warnLog.warn(s.log, "fetch_throttle", "fetch rate exceeded; throttling the connection", "rule", rule, "throttle", d)
+	if s.srv.noisy.Allow("fetch_throttle", s.remote) {
+		s.log.Warn("fetch rate exceeded; throttling the connection", "rule", rule, "throttle", d)
+	}
 	if d > s.fetchThrottle {
 		s.fetchThrottle, s.fetchThrottleRule = d, rule
 	}

@@ -51,6 +51,8 @@ func (s *session) checkDecodable(h wire.RequestHeader) error {
 
 func (s *session) refuseUnknown(h wire.RequestHeader, why string) error {
 	s.hooks.Malformed("unknown_api")
-	s.srv.warnLog.warn(s.log, "unknown_api", "refused a request the gateway cannot decode", "api", apiName(h.Key), "key", h.Key, "version", h.Version)
+	if s.srv.noisy.Allow("unknown_api", s.remote) {
+		s.log.Warn("refused a request the gateway cannot decode", "api", apiName(h.Key), "key", h.Key, "version", h.Version)
+	}
 	return badRequest(closeUnsupported, "%s v%d was not offered by the gateway: %s", apiName(h.Key), h.Version, why)
 }

@@ -3,6 +3,7 @@ package webui
 import (
 	"fmt"
 	"html/template"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -10,15 +11,19 @@ import (
 
 // funcs are the templates' helpers.
 var funcs = template.FuncMap{
-	"spark":   sparkline,
-	"ints":    joinInts,
-	"offset":  offsetOrDash,
-	"since":   func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
-	"clock":   func(t time.Time) string { return t.Format("2006-01-02 15:04:05.000") },
-	"rate":    func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
-	"count":   func(f float64) string { return strconv.FormatFloat(f, 'f', 0, 64) },
-	"dash":    func(s string) string { return orDash(s) },
-	"size":    sizeOf,
+	"spark":  sparkline,
+	"ints":   joinInts,
+	"offset": offsetOrDash,
+	"since":  func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
+	"clock":  func(t time.Time) string { return t.Format("2006-01-02 15:04:05.000") },
+	"rate":   func(f float64) string { return strconv.FormatFloat(f, 'f', 1, 64) },
+	"count":  func(f float64) string { return strconv.FormatFloat(f, 'f', 0, 64) },
+	"dash":   func(s string) string { return orDash(s) },
+	"size":   sizeOf,
+	// seg escapes a topic or group name as one URL path segment: Kafka
+	// allows '/', '?', '#' and '%' in group ids, which html/template
+	// leaves as they are in a URL path.
+	"seg":     url.PathEscape,
 	"history": func(h map[string][]int64, topic string, p int32) []int64 { return h[fmt.Sprintf("%s/%d", topic, p)] },
 }
 

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -334,15 +336,53 @@ func (c *Console) groupPage(ctx context.Context, name string) (GroupPage, error)
 var errForbidden = errors.New("forbidden")
 
 // allowAction checks that actions are enabled and that the request comes
-// from the console's own pages (a cross-site form must not change data).
+// from the console's own pages (a cross-site form must not change data):
+// Sec-Fetch-Site, when sent, must be same-origin, and the Origin header
+// (or, without one, the Referer) must name this server as the request's
+// Host, with the scheme it was served on. A request carrying neither is
+// refused: a browser sends Origin with every form POST, and a script can
+// set it. The admin server checks the Host itself against DNS rebinding
+// (metrics/adminhost.go), so a matching Origin is this server's.
 func (c *Console) allowAction(r *http.Request) error {
 	if !c.opts.Actions {
 		return fmt.Errorf("%w: the console is read-only (set admin.ui.actions: true to enable actions)", errForbidden)
 	}
+	var err error
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
-		return fmt.Errorf("%w: cross-site request", errForbidden)
+		err = fmt.Errorf("%w: cross-site request", errForbidden)
+	} else if !sameOrigin(r) {
+		err = fmt.Errorf("%w: the request's Origin (or Referer) is not this console (%s)", errForbidden, r.Host)
 	}
-	return nil
+	if err != nil {
+		c.refusedAction(r, err)
+	}
+	return err
+}
+
+// refusedAction reports a refused action to the admin server (counted
+// and logged rate-limited: any web page can make a browser send one).
+func (c *Console) refusedAction(r *http.Request, err error) {
+	if c.opts.Refused != nil {
+		c.opts.Refused(r, err)
+	}
+}
+
+// sameOrigin reports whether the request's Origin, or its Referer when it
+// has no Origin, is scheme://Host of the request itself.
+func sameOrigin(r *http.Request) bool {
+	from := r.Header.Get("Origin")
+	if from == "" {
+		from = r.Header.Get("Referer")
+	}
+	u, err := url.Parse(from)
+	if err != nil || u.Host == "" || r.Host == "" {
+		return false // absent, "null" (an opaque origin) or malformed
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return strings.EqualFold(u.Scheme, scheme) && strings.EqualFold(u.Host, r.Host)
 }
 
 func (c *Console) createTopic(w http.ResponseWriter, r *http.Request) {
@@ -370,7 +410,7 @@ func (c *Console) createTopic(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, "topics", "Topics", []TopicRow{}, fmt.Errorf("create topic %s: %w", name, err))
 		return
 	}
-	http.Redirect(w, r, "/ui/topics/"+name, http.StatusSeeOther)
+	http.Redirect(w, r, "/ui/topics/"+url.PathEscape(name), http.StatusSeeOther)
 }
 
 func (c *Console) seekGroup(w http.ResponseWriter, r *http.Request) {
@@ -397,5 +437,5 @@ func (c *Console) seekGroup(w http.ResponseWriter, r *http.Request) {
 		fail(err)
 		return
 	}
-	http.Redirect(w, r, "/ui/groups/"+name, http.StatusSeeOther)
+	http.Redirect(w, r, "/ui/groups/"+url.PathEscape(name), http.StatusSeeOther)
 }

@@ -66,6 +66,10 @@ type Options struct {
 	Kafka []kgo.Opt
 	// Actions enables the data-changing forms.
 	Actions bool
+	// Refused, if set, counts and logs (rate-limited) an action refused
+	// for want of same-origin proof (the admin server's Refused:
+	// tollgate_admin_refused_total{reason="action"}).
+	Refused func(r *http.Request, err error)
 	// Stop ends live streams (the admin server's shutdown).
 	Stop <-chan struct{}
 	Log  *slog.Logger

@@ -342,6 +342,7 @@ admin:
 	form := strings.NewReader("name=made-in-ui&partitions=3")
 	req, _ = http.NewRequest(http.MethodPost, base+"/ui/topics", form)
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
 	req.SetBasicAuth("ops", "hunter2")
 	http.DefaultClient.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	defer func() { http.DefaultClient.CheckRedirect = nil }()
@@ -376,6 +377,7 @@ admin:
 	req, _ = http.NewRequest(http.MethodPost, base+"/ui/groups/resettable/seek", strings.NewReader("to=start"))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Authorization", "Bearer s3cret-token")
+	req.Header.Set("Referer", base+"/ui/groups/resettable") // no Origin: the Referer stands in
 	if r := do(req); r.StatusCode != http.StatusSeeOther {
 		t.Errorf("seek: %s", r.Status)
 	}
@@ -392,8 +394,84 @@ admin:
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Authorization", "Bearer s3cret-token")
 	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	req.Header.Set("Origin", base)
 	if r := do(req); r.StatusCode != http.StatusForbidden {
 		t.Errorf("cross-site seek: %s", r.Status)
+	}
+	refusedActions(t, base, do)
+
+	// Every refusal is counted: 4 without or with wrong credentials, 6
+	// actions (1 cross-site, 5 without same-origin proof), 8 foreign Hosts.
+	req, _ = http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer s3cret-token")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`tollgate_admin_refused_total{reason="auth"} 4`, `tollgate_admin_refused_total{reason="action"} 6`,
+		`tollgate_admin_refused_total{reason="host"} 8`} {
+		if !strings.Contains(string(text), want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// refusedActions: an action POST with valid credentials but no proof
+// that it comes from the console's own page (no Sec-Fetch-Site, as older
+// browsers and non-browser agents send) is refused and changes nothing;
+// so is any request naming a foreign Host (DNS rebinding).
+func refusedActions(t *testing.T, base string, do func(*http.Request) *http.Response) {
+	t.Helper()
+	cases := []struct {
+		name, origin, referer string
+	}{
+		{"no Origin or Referer", "", ""},
+		{"foreign Origin", "http://evil.example", ""},
+		{"opaque Origin", "null", base + "/ui/topics"},
+		{"foreign Referer", "", "http://evil.example/page"},
+		{"https Origin for http", strings.Replace(base, "http://", "https://", 1), ""},
+	}
+	for _, c := range cases {
+		req, _ := http.NewRequest(http.MethodPost, base+"/ui/topics", strings.NewReader("name=csrf-made&partitions=1"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Authorization", "Bearer s3cret-token")
+		if c.origin != "" {
+			req.Header.Set("Origin", c.origin)
+		}
+		if c.referer != "" {
+			req.Header.Set("Referer", c.referer)
+		}
+		if r := do(req); r.StatusCode != http.StatusForbidden {
+			t.Errorf("create topic with %s: %s, want 403", c.name, r.Status)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, base+"/ui/topics/csrf-made", nil)
+	req.Header.Set("Authorization", "Bearer s3cret-token")
+	if r := do(req); r.StatusCode != http.StatusNotFound {
+		t.Errorf("a refused action created its topic: GET it: %s", r.Status)
+	}
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
+	for _, p := range []string{"/ui/", "/metrics", "/tap", "/ui/topics"} {
+		for _, method := range []string{http.MethodGet, http.MethodPost} {
+			req, _ := http.NewRequest(method, base+p, strings.NewReader("name=rebound&partitions=1"))
+			req.Host = "evil.example:" + port
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Authorization", "Bearer s3cret-token")
+			req.Header.Set("Origin", "http://evil.example:"+port)
+			if r := do(req); r.StatusCode != http.StatusMisdirectedRequest {
+				t.Errorf("%s %s with Host evil.example: %s, want 421", method, p, r.Status)
+			}
+		}
+	}
+	for _, host := range []string{"localhost:" + port, "[::1]:" + port, "LOCALHOST."} {
+		req, _ := http.NewRequest(http.MethodGet, base+"/ui/", nil)
+		req.Host = host
+		req.Header.Set("Authorization", "Bearer s3cret-token")
+		if r := do(req); r.StatusCode != http.StatusOK {
+			t.Errorf("GET /ui/ with Host %s: %s, want 200", host, r.Status)
+		}
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tollgate-kafka/tollgate/audit"
+	"github.com/tollgate-kafka/tollgate/configs"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -26,7 +27,7 @@ import (
 // (or per connection open and close), until interrupted or the gateway
 // goes away.
 //
-//	tollgate tap                                  # everything, from 127.0.0.1:9099
+//	tollgate tap                                  # everything, from 127.0.0.1:9089
 //	tollgate tap --api Produce,Fetch --topic 'orders*' --client console
 //	tollgate tap --admin gw:9099 --json           # the raw JSON records
 func tapCmd(args []string, stdout, stderr io.Writer) int {
@@ -42,7 +43,7 @@ const tapMaxLine = 16 << 20
 func runTap(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tap", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	admin := fs.String("admin", "127.0.0.1:9099", "admin server of the gateway (host:port or URL)")
+	admin := fs.String("admin", configs.DefaultAdminListen, "admin server of the gateway (host:port or URL)")
 	api := fs.String("api", "", "only these APIs (comma-separated names, keys or groups such as admin)")
 	apiNot := fs.String("api-not", "", "not these APIs (comma-separated)")
 	topic := fs.String("topic", "", "only requests touching these topics (comma-separated; 'prefix*' for a prefix)")

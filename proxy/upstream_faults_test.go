@@ -1,0 +1,102 @@
+package proxy_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/proxy"
+)
+
+// freeUpstreamPort returns an address on upstreamHost that nothing listens
+// on (the kernel chose the port, and it was released).
+func freeUpstreamPort(t *testing.T) (string, int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", upstreamHost+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	_, p, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(p)
+	return addr, port
+}
+
+// TestUpstreamBackWithinDialTimeout: a client connects while the upstream
+// is down; the gateway keeps dialing, the upstream comes up, and the
+// client's first request is answered — the outage never reaches it.
+func TestUpstreamBackWithinDialTimeout(t *testing.T) {
+	addr, port := freeUpstreamPort(t)
+	srv := startServer(t, proxy.Options{
+		Listeners:   []proxy.ListenerOptions{{Name: "t", Listen: "127.0.0.1:0"}},
+		Bootstrap:   []string{addr},
+		DialTimeout: 30 * time.Second,
+		Logger:      testLogger(t),
+	})
+	conn, err := net.Dial("tcp", srv.Addr(0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rc := &rawConn{t: t, c: conn, f: kmsg.NewRequestFormatter()}
+	rc.corr++
+	if _, err := conn.Write(rc.f.AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), rc.corr)); err != nil {
+		t.Fatal(err)
+	}
+	// The request is waiting in the gateway; now the upstream starts.
+	startUpstream(t, 1, kfake.Ports(port), kfake.ListenFn(func(network, a string) (net.Listener, error) {
+		_, p, _ := net.SplitHostPort(a)
+		return net.Listen(network, net.JoinHostPort(upstreamHost, p))
+	}))
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var size [4]byte
+	if _, err := io.ReadFull(conn, size[:]); err != nil {
+		t.Fatalf("no answer once the upstream came up: %v", err)
+	}
+	frame := make([]byte, binary.BigEndian.Uint32(size[:]))
+	if _, err := io.ReadFull(conn, frame); err != nil {
+		t.Fatal(err)
+	}
+	resp := kmsg.NewPtrApiVersionsResponse()
+	if err := resp.ReadFrom(frame[4:]); err != nil || resp.ErrorCode != 0 || len(resp.ApiKeys) == 0 {
+		t.Fatalf("ApiVersions after the upstream came up: %v %+v", err, resp)
+	}
+}
+
+// TestUpstreamDownResetsClient: when the upstream stays away past the dial
+// timeout, the client's connection is reset rather than closed, so its
+// first read fails with a network error (which clients retry) instead of
+// EOF (which franz-go takes for a TLS or SASL misconfiguration and does
+// not retry).
+func TestUpstreamDownResetsClient(t *testing.T) {
+	addr, _ := freeUpstreamPort(t)
+	srv := startServer(t, proxy.Options{
+		Listeners:   []proxy.ListenerOptions{{Name: "t", Listen: "127.0.0.1:0"}},
+		Bootstrap:   []string{addr},
+		DialTimeout: 300 * time.Millisecond,
+		Logger:      testLogger(t),
+	})
+	conn, err := net.Dial("tcp", srv.Addr(0).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	f := kmsg.NewRequestFormatter()
+	if _, err := conn.Write(f.AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 1)); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	_, err = conn.Read(make([]byte, 4))
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("first read with the upstream down: %v, want ECONNRESET", err)
+	}
+}
