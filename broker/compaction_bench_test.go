@@ -87,6 +87,6 @@ func produceKeyed(b *testing.B, policy string, codec kgo.CompressionCodec, n, si
 	if firstErr != nil {
 		b.Fatal(firstErr)
 	}
-	st := br.PartitionStats()[0]
+	st := partitionStat(b, br, "t", 0)
 	return d, st
 }

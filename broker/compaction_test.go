@@ -134,7 +134,7 @@ func TestKgoCompaction(t *testing.T) {
 				t.Fatalf("cleaner cleaned %d partitions, want 1", n)
 			}
 			checkLatest(t, readToEnd(t, srv.addr(), topic, 0), want, false)
-			st := b.PartitionStats()[0]
+			st := partitionStat(t, b, topic, 0)
 			if !st.Compacted || st.CleanerRuns != 1 || st.CleanerReclaim <= 0 {
 				t.Fatalf("partition stats after a cleaning: %+v", st)
 			}
@@ -167,7 +167,7 @@ func TestKgoCompactedTopicRefusesKeylessRecords(t *testing.T) {
 	if err := cl.ProduceSync(testCtx(t), &kgo.Record{Topic: "keys", Key: []byte("k"), Value: []byte("v")}).FirstErr(); err != nil {
 		t.Fatalf("keyed record after a refused one: %v", err)
 	}
-	if st := b.PartitionStats()[0]; st.KeylessRefused != 1 || st.LogEndOffset != 1 {
+	if st := partitionStat(t, b, "keys", 0); st.KeylessRefused != 1 || st.LogEndOffset != 1 {
 		t.Fatalf("after one refused keyless produce: %+v", st)
 	}
 }

@@ -96,3 +96,16 @@ func TestInternalTopics(t *testing.T) {
 		t.Fatalf("%d internal topics after a restart, want 2", n)
 	}
 }
+
+// partitionStat is the stats of one partition (the internal topics are
+// listed too, so a test cannot take the first entry as its own).
+func partitionStat(tb testing.TB, b *Broker, topic string, p int32) PartitionStat {
+	tb.Helper()
+	for _, st := range b.PartitionStats() {
+		if st.Topic == topic && st.Partition == p {
+			return st
+		}
+	}
+	tb.Fatalf("no stats for %s/%d", topic, p)
+	return PartitionStat{}
+}
