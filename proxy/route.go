@@ -207,7 +207,7 @@ func (t *tunnel) scatterParts(parts map[int32]kmsg.Request, rep reply, merge fun
 	g.left.Store(int32(len(parts)))
 	for node, req := range parts {
 		call := &partCall{node: node, req: req}
-		call.done = func() { g.finish(t, call.node, call.resp, call.err) }
+		call.done = func() { g.finish(t, call.node, call.resp, call.body, call.err) }
 		bc, err := t.conn(node)
 		queued := false
 		if err == nil {
@@ -218,7 +218,7 @@ func (t *tunnel) scatterParts(parts map[int32]kmsg.Request, rep reply, merge fun
 		case !partial:
 			return err
 		case !queued && rep != nil:
-			g.finish(t, node, nil, err)
+			g.finish(t, node, nil, nil, err)
 		}
 	}
 	return nil
@@ -235,10 +235,16 @@ type gather struct {
 	rep      reply
 	merge    func(map[int32]kmsg.Response) (kmsg.Response, error)
 	partial  bool
+	// bodies are the pooled frames the answers alias (Fetch parts),
+	// returned once rep has encoded the merged answer.
+	bodies []*[]byte
 }
 
-func (g *gather) finish(t *tunnel, node int32, resp kmsg.Response, err error) {
+func (g *gather) finish(t *tunnel, node int32, resp kmsg.Response, body *[]byte, err error) {
 	g.mu.Lock()
+	if body != nil {
+		g.bodies = append(g.bodies, body)
+	}
 	switch {
 	case err == nil:
 		g.got[node] = resp
@@ -252,11 +258,21 @@ func (g *gather) finish(t *tunnel, node int32, resp kmsg.Response, err error) {
 	if g.left.Add(-1) != 0 {
 		return
 	}
+	defer g.release()
 	if g.firstErr != nil {
 		g.rep(nil, g.firstErr)
 		return
 	}
 	g.rep(g.merge(g.got))
+}
+
+// release returns the parts' pooled frames. rep encodes the merged
+// answer before it returns (stageRoute), so nothing aliases them now.
+func (g *gather) release() {
+	for _, b := range g.bodies {
+		putPartBody(b)
+	}
+	g.bodies = nil
 }
 
 // one sends the whole request to node; post may adjust the answer.

@@ -31,6 +31,10 @@ type partCall struct {
 	resp kmsg.Response
 	err  error
 	done func()
+	// body is the pooled frame a Fetch answer was decoded from (resp's
+	// record batches alias it); whoever calls done's merge returns it
+	// with putPartBody once the merged answer is encoded.
+	body *[]byte
 }
 
 // brokerConn is a session's connection to one upstream broker.
@@ -111,7 +115,7 @@ func (b *brokerConn) readLoop() {
 			return
 		}
 		corr++
-		call.resp, call.err = readPartResponse(r, call.req, corr)
+		call.resp, call.body, call.err = readPartResponse(r, call.req, corr)
 		if call.err != nil {
 			b.fail(fmt.Errorf("upstream node %d: %w", b.node, call.err))
 			call.done()
@@ -137,24 +141,70 @@ func (b *brokerConn) drainFailed() {
 // maxPartResponse caps an upstream answer the gateway reads whole.
 const maxPartResponse = 256 << 20
 
-// readPartResponse reads and decodes one response frame for req.
-func readPartResponse(r *bufio.Reader, req kmsg.Request, corr int32) (kmsg.Response, error) {
+// readPartResponse reads and decodes one response frame for req. A
+// Fetch answer is read into a pooled buffer, returned as pooled: the
+// decoded record batches alias it (kmsg keeps them as bytes), so it
+// must stay untouched until the merged answer is encoded.
+func readPartResponse(r *bufio.Reader, req kmsg.Request, corr int32) (kmsg.Response, *[]byte, error) {
 	var hdr [8]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, fmt.Errorf("read response: %w", err)
+		return nil, nil, fmt.Errorf("read response: %w", err)
 	}
 	size := int32(binary.BigEndian.Uint32(hdr[:4]))
 	if size < 4 || size > maxPartResponse {
-		return nil, fmt.Errorf("response size %d out of range", size)
+		return nil, nil, fmt.Errorf("response size %d out of range", size)
 	}
 	if got := int32(binary.BigEndian.Uint32(hdr[4:])); got != corr {
-		return nil, fmt.Errorf("response correlation id %d, want %d", got, corr)
+		return nil, nil, fmt.Errorf("response correlation id %d, want %d", got, corr)
 	}
-	body := make([]byte, size-4)
+	var pooled *[]byte
+	var body []byte
+	if req.Key() == apis.Fetch {
+		pooled = getPartBody(int(size - 4))
+		body = *pooled
+	} else {
+		body = make([]byte, size-4)
+	}
 	if _, err := io.ReadFull(r, body); err != nil {
-		return nil, fmt.Errorf("read response body: %w", err)
+		putPartBody(pooled)
+		return nil, nil, fmt.Errorf("read response body: %w", err)
 	}
-	return decodePartResponse(req, body)
+	resp, err := decodePartResponse(req, body)
+	if err != nil {
+		putPartBody(pooled)
+		return nil, nil, err
+	}
+	return resp, pooled, nil
+}
+
+// maxPooledPartBody is the largest Fetch part buffer kept for reuse;
+// larger ones are left to the garbage collector.
+const maxPooledPartBody = 16 << 20
+
+// partBodies holds Fetch part buffers (*[]byte) for reuse, so a merged
+// single-port Fetch does not allocate (and zero) a fresh buffer per part.
+var partBodies sync.Pool
+
+// getPartBody returns a buffer of length n, reused when one is pooled.
+func getPartBody(n int) *[]byte {
+	if b, ok := partBodies.Get().(*[]byte); ok {
+		if cap(*b) >= n {
+			*b = (*b)[:n]
+			return b
+		}
+		partBodies.Put(b)
+	}
+	b := make([]byte, n)
+	return &b
+}
+
+// putPartBody returns a buffer from getPartBody; nil is ignored. Nothing
+// may read the buffer (or a response decoded from it) afterwards.
+func putPartBody(b *[]byte) {
+	if b == nil || cap(*b) > maxPooledPartBody {
+		return
+	}
+	partBodies.Put(b)
 }
 
 // decodePartResponse decodes a response body (after the correlation id)
