@@ -101,7 +101,7 @@ func (s *session) stageRoute(r *request) (bool, error) {
 				ch <- result{err: err}
 				return
 			}
-			ch <- result{body: wire.Bytes(resp.AppendTo(make([]byte, 0, s.tun.sizeHint(resp))))}
+			ch <- s.tun.encodeAnswer(resp)
 		}
 	}
 	return true, s.tun.route(req, rep)
@@ -145,6 +145,19 @@ func (t *tunnel) route(req kmsg.Request, rep reply) error {
 		return t.routeFanOut(req, rep)
 	}
 	return badRequest(closeUnsupported, "%s is not served in single-port mode (an inter-broker or unknown API)", apiName(key))
+}
+
+// encodeAnswer encodes a routed answer. A Fetch answer goes into a
+// pooled buffer that writeLocal returns once written (result.recycle),
+// so a large merged answer is not a fresh, zeroed allocation each time.
+func (t *tunnel) encodeAnswer(resp kmsg.Response) result {
+	if resp.Key() != apis.Fetch {
+		return result{body: wire.Bytes(resp.AppendTo(make([]byte, 0, t.sizeHint(resp))))}
+	}
+	buf := getPartBody(t.sizeHint(resp))
+	out := resp.AppendTo((*buf)[:0])
+	*buf = out
+	return result{body: wire.Bytes(out), recycle: buf}
 }
 
 // sizeHint guesses an encoded answer's size from the parts' sizes, so

@@ -181,8 +181,9 @@ func readPartResponse(r *bufio.Reader, req kmsg.Request, corr int32) (kmsg.Respo
 // larger ones are left to the garbage collector.
 const maxPooledPartBody = 16 << 20
 
-// partBodies holds Fetch part buffers (*[]byte) for reuse, so a merged
-// single-port Fetch does not allocate (and zero) a fresh buffer per part.
+// partBodies holds single-port Fetch buffers (*[]byte) for reuse — the
+// parts' answers as read, and the merged answer as encoded — so a merged
+// Fetch does not allocate (and zero) a fresh buffer for each of them.
 var partBodies sync.Pool
 
 // getPartBody returns a buffer of length n, reused when one is pooled.

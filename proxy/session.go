@@ -146,6 +146,10 @@ func (p *pending) adjusted() bool { return p.merge != nil || p.throttle > 0 }
 type result struct {
 	body wire.Body
 	err  error
+	// recycle, when set, is the pooled buffer body is encoded in (a merged
+	// single-port Fetch answer, route.go); writeLocal returns it once the
+	// body is written.
+	recycle *[]byte
 }
 
 func newSession(s *Server, l *listener, c net.Conn, node int32) *session {
@@ -686,7 +690,7 @@ func (s *session) handleLocal(h wire.RequestHeader, size int, expectResponse boo
 		release()
 		switch {
 		case ch != nil:
-			ch <- result{body, err}
+			ch <- result{body: body, err: err}
 		case err != nil:
 			s.close(s.backendCloseReason(err), err)
 		}
@@ -735,6 +739,7 @@ func (s *session) writeLocal(p pending) error {
 		go releaseWhenDone(p.local)
 		return net.ErrClosed
 	}
+	defer putPartBody(r.recycle) // everything below writes or drops body before returning
 	if r.err != nil {
 		return &backendError{r.err}
 	}
