@@ -279,3 +279,65 @@ func TestOffsetsMirrorQueueFullDrops(t *testing.T) {
 		t.Fatalf("dropped %d, want 2", got)
 	}
 }
+
+// TestOffsetsTopicKIP848AndTxn: offsets committed by a KIP-848 kgo
+// consumer and by a kgo GroupTransactSession (TxnOffsetCommit, applied on
+// EndTxn commit) reach __consumer_offsets equal to OffsetFetch; KIP-848
+// groups write no classic GroupMetadataValue.
+func TestOffsetsTopicKIP848AndTxn(t *testing.T) {
+	b := cgBroker(t)
+	addr := startGateway(t, b)
+	const in, out = "src848", "dst848"
+	createTopic(t, addr, in, 2, nil)
+	createTopic(t, addr, out, 1, nil)
+	produceValues(t, newClient(t, addr, kgo.RecordPartitioner(kgo.RoundRobinPartitioner())), in, "v", 0, 20)
+	ctx := testCtx(t)
+	adm := kadm.NewClient(newClient(t, addr))
+
+	cons := newClient(t, addr, kgo.ConsumerGroup("new-protocol"), kgo.ConsumeTopics(in), kgo.ServerSideBalancer(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	for n := 0; n < 20; {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		n += fs.NumRecords()
+	}
+	if err := cons.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(addr), kgo.TransactionalID("eos"), kgo.ConsumerGroup("eos-group"),
+		kgo.ConsumeTopics(in), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	for n := 0; n < 20; {
+		fs := sess.PollFetches(ctx)
+		if err := fs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			sess.Produce(ctx, &kgo.Record{Topic: out, Value: r.Value}, nil)
+		})
+		committed, err := sess.End(ctx, kgo.TryCommit)
+		if err != nil || !committed {
+			t.Fatalf("end transaction: committed %v, %v", committed, err)
+		}
+		n += fs.NumRecords()
+	}
+	for _, g := range []string{"new-protocol", "eos-group"} {
+		want, err := adm.FetchOffsets(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := waitOffsetsTopic(t, addr, func(v offsetsView) error { return matchesFetch(v, want, g) })
+		if g == "new-protocol" && v.groups[g] != nil {
+			t.Fatalf("KIP-848 group has classic metadata %+v", v.groups[g])
+		}
+	}
+}
