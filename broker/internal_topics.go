@@ -8,10 +8,12 @@ import "fmt"
 // internal (MetadataResponseTopic.IsInternal), which is how client-side
 // regex subscriptions know to skip them.
 //
-// Here they exist so that they are listed: their partitions are led by
-// this broker and readable, but the coordinators keep their state in the
-// coordinator journal (groups_journal.go), not in these logs, so they
-// stay empty. Clients cannot produce to them (INVALID_TOPIC_EXCEPTION,
+// Here their partitions are led by this broker and readable, but the
+// coordinators keep their state in the coordinator journal
+// (groups_journal.go), not in these logs: __transaction_state stays
+// empty, and __consumer_offsets gets a copy of the group coordinator's
+// commits and classic group metadata in Kafka's schema (offsets_topic.go)
+// for tools that compute lag from it. Clients cannot produce to them (INVALID_TOPIC_EXCEPTION,
 // as Kafka's ReplicaManager refuses appends to internal topics) or delete
 // them.
 //
