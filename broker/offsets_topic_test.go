@@ -3,6 +3,8 @@ package broker
 import (
 	"encoding/binary"
 	"fmt"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,6 +249,22 @@ func TestOffsetsTopicKafkaSchema(t *testing.T) {
 	}
 	if err := matchesFetch(sv, watched, "burrow-watched"); err != nil {
 		t.Fatalf("sarama: %v", err)
+	}
+
+	// And librdkafka (kcat) reads every record, keys and values in Kafka's
+	// encoding.
+	if _, err := exec.LookPath("kcat"); err == nil {
+		out, err := exec.CommandContext(ctx, "kcat", "-b", addr, "-C", "-t", offsetsTopic, "-o", "beginning", "-e", "-q",
+			"-f", "%o %K %S\n").CombinedOutput()
+		if err != nil {
+			t.Fatalf("kcat: %v\n%s", err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if int64(len(lines)) != v.end || !strings.HasPrefix(lines[len(lines)-1], fmt.Sprint(v.end-1, " ")) {
+			t.Fatalf("kcat read %d records, want %d:\n%s", len(lines), v.end, out)
+		}
+	} else {
+		t.Log("kcat not installed; sarama only")
 	}
 
 	// A restart rewrites the live state (what a full queue lost comes back).
