@@ -25,6 +25,9 @@ const (
 	offsetsTopic            = "__consumer_offsets"
 	txnStateTopic           = "__transaction_state"
 	internalTopicPartitions = 1
+	// offsetsTopicSegmentBytes is Kafka's offsets.topic.segment.bytes
+	// default (100 MiB).
+	offsetsTopicSegmentBytes = "104857600"
 )
 
 var internalTopics = []string{offsetsTopic, txnStateTopic}
@@ -41,7 +44,13 @@ func (b *Broker) ensureInternalTopics() error {
 		if b.lookup(name) != nil {
 			continue
 		}
-		s := createSpec{name: name, partitions: internalTopicPartitions, configs: map[string]string{"cleanup.policy": "compact"}}
+		configs := map[string]string{"cleanup.policy": "compact"}
+		if name == offsetsTopic {
+			// Kafka's offsets.topic.segment.bytes: the active segment is
+			// never cleaned, so a smaller one lets compaction start sooner.
+			configs["segment.bytes"] = offsetsTopicSegmentBytes
+		}
+		s := createSpec{name: name, partitions: internalTopicPartitions, configs: configs}
 		if _, err := b.createTopic(s); err != nil {
 			return fmt.Errorf("create internal topic %s: %w", name, err)
 		}

@@ -220,6 +220,23 @@ func TestOffsetsTopicKafkaSchema(t *testing.T) {
 		t.Fatalf("offset value %+v", oc)
 	}
 
+	// Compacted, with Kafka's offsets.topic.segment.bytes.
+	rcs, err := adm.DescribeTopicConfigs(ctx, offsetsTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(offsetsTopic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgs := map[string]string{}
+	for _, c := range rc.Configs {
+		cfgs[c.Key] = c.MaybeValue()
+	}
+	if cfgs["cleanup.policy"] != "compact" || cfgs["segment.bytes"] != offsetsTopicSegmentBytes {
+		t.Fatalf("__consumer_offsets configs: cleanup.policy %q, segment.bytes %q", cfgs["cleanup.policy"], cfgs["segment.bytes"])
+	}
+
 	// Deleting a group tombstones its offsets; the group leaving empties
 	// its metadata.
 	cons.Close()
