@@ -114,6 +114,9 @@ type Upstream struct {
 	// responses carry no address) instead of closing the connection.
 	// Policy can still deny them by key number or the group "unknown".
 	ForwardUnknownAPIs bool `yaml:"forward_unknown_apis,omitempty"`
+
+	// proxyURL is Proxy as Validate parsed it (ProxyURL).
+	proxyURL *parsedProxyURL
 }
 
 // UpstreamTLS configures TLS towards the upstream brokers. Files are PEM.
@@ -128,6 +131,9 @@ type UpstreamTLS struct {
 	ServerName string `yaml:"server_name,omitempty"`
 	// InsecureSkipVerify disables certificate verification (testing only).
 	InsecureSkipVerify bool `yaml:"insecure_skip_verify,omitempty"`
+
+	// parsed is what Validate parsed (Material).
+	parsed *upstreamTLSParsed
 }
 
 // Broker configures the built-in broker, used when there is no upstream.
@@ -220,7 +226,9 @@ type Log struct {
 }
 
 // Default values, shared by Default, the decoder (a section or list entry
-// the file mentions starts from these) and the docs.
+// the file mentions starts from these) and the docs. This is the one table
+// of defaults: proxy.Options and broker.Config fill their zero settings
+// from it too (DESIGN.md, "Configuration → plan → gateway").
 const (
 	DefaultListen          = "127.0.0.1:9092"
 	DefaultAdminListen     = "127.0.0.1:9089" // below the default bootstrap port, so no broker port (bootstrap+1+N) can be it

@@ -36,7 +36,7 @@ func edgeOptions(cfg *configs.Config, opts *proxy.Options, log *slog.Logger) err
 
 // egressDialer builds the dialer through upstream.proxy.
 func egressDialer(u *configs.Upstream) (*egress.Dialer, error) {
-	pu, err := configs.ParseProxyURL(u.Proxy)
+	pu, err := u.ProxyURL() // parsed by Validate
 	if err != nil {
 		return nil, fmt.Errorf("upstream.proxy: %w", err)
 	}
