@@ -376,3 +376,44 @@ func TestOffsetsTopicKIP848AndTxn(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkOffsetCommitMirror: OffsetCommit (10 partitions, standalone
+// group, FsyncNever) with the __consumer_offsets mirror on, beside the
+// same broker with it off, in one run.
+//
+//	go test -run '^$' -bench OffsetCommitMirror -benchtime 20000x ./broker
+func BenchmarkOffsetCommitMirror(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("mirror=%v", on), func(b *testing.B) {
+			br := openBroker(b, b.TempDir())
+			addr := startGateway(b, br)
+			createTopic(b, addr, "bench", 10, nil)
+			if !on {
+				br.mirror = nil // enqueue on nil does nothing
+			}
+			c := br.NewConn("bench")
+			defer c.Close()
+			req := kmsg.NewPtrOffsetCommitRequest()
+			req.Version, req.Group, req.Generation = 8, "bench-group", -1
+			rt := kmsg.NewOffsetCommitRequestTopic()
+			rt.Topic = "bench"
+			for p := range int32(10) {
+				rp := kmsg.NewOffsetCommitRequestTopicPartition()
+				rp.Partition = p
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = []kmsg.OffsetCommitRequestTopic{rt}
+			b.ResetTimer()
+			for i := range b.N {
+				for p := range rt.Partitions {
+					req.Topics[0].Partitions[p].Offset = int64(i)
+				}
+				resp := mustCall[*kmsg.OffsetCommitResponse](b, c, req)
+				if ec := resp.Topics[0].Partitions[0].ErrorCode; ec != 0 {
+					b.Fatalf("commit error %d", ec)
+				}
+			}
+			b.ReportMetric(float64(br.OffsetsTopicDropped()), "dropped")
+		})
+	}
+}
