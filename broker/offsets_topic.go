@@ -44,6 +44,8 @@ const (
 	groupMetadataValueVersion = 3
 	offsetsMirrorQueue        = 4096 // enqueued writes (each one commit's records)
 	offsetsMirrorBatchMax     = 1000 // records per appended batch
+	offsetsMirrorBatchBytes   = 512 << 10
+	mirrorRecordOverhead      = 32 // a record's varints and attributes, at most
 )
 
 // mirrorRecord is one __consumer_offsets record; val nil is a tombstone.
@@ -117,7 +119,7 @@ func (m *offsetsMirror) write(recs []mirrorRecord) {
 		return
 	}
 	for len(recs) > 0 {
-		n := min(len(recs), offsetsMirrorBatchMax)
+		n := batchLen(recs)
 		now := time.Now()
 		if _, _, err := p.log.Append(mirrorBatch(recs[:n], now), storage.AppendOptions{Now: now}); err != nil {
 			m.dropped.Add(int64(n))
@@ -129,6 +131,22 @@ func (m *offsetsMirror) write(recs []mirrorRecord) {
 		}
 		recs = recs[n:]
 	}
+}
+
+// batchLen is how many of recs go in the next batch: at most
+// offsetsMirrorBatchMax records and offsetsMirrorBatchBytes of keys and
+// values (the topic's max.message.bytes is Kafka's 1 MiB), at least one.
+// A single record over the topic's limit is refused by the log, counted
+// and logged as dropped.
+func batchLen(recs []mirrorRecord) int {
+	size := 0
+	for i, r := range recs {
+		size += len(r.key) + len(r.val) + mirrorRecordOverhead
+		if i > 0 && (i == offsetsMirrorBatchMax || size > offsetsMirrorBatchBytes) {
+			return i
+		}
+	}
+	return len(recs)
 }
 
 // mirrorBatch encodes recs as one record batch (magic 2, no producer id,

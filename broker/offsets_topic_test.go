@@ -417,3 +417,39 @@ func BenchmarkOffsetCommitMirror(b *testing.B) {
 		})
 	}
 }
+
+// TestOffsetsMirrorOversized: records are split into batches under the
+// topic's max.message.bytes; one record over it is dropped and counted,
+// and the records around it are still written and readable.
+func TestOffsetsMirrorOversized(t *testing.T) {
+	b := openBroker(t, t.TempDir())
+	addr := startGateway(t, b)
+	big := make([]byte, 300<<10)
+	huge := make([]byte, 2<<20)
+	var recs []mirrorRecord
+	for i := range 3 {
+		recs = append(recs, mirrorRecord{key: groupMetadataKey(fmt.Sprint("big", i)), val: big})
+	}
+	recs = append(recs, mirrorRecord{key: groupMetadataKey("huge"), val: huge})
+	recs = append(recs, offsetCommitRecord("after", "t", 0, &committed{Offset: 9, LeaderEpoch: -1}))
+	if got := batchLen(recs); got != 1 {
+		t.Fatalf("batchLen of 300 KiB records = %d, want 1", got)
+	}
+	before := readOffsetsTopic(t, addr).end
+	b.mirror.write(recs)
+	if d := b.OffsetsTopicDropped(); d != 1 {
+		t.Fatalf("dropped %d, want 1", d)
+	}
+	cl := newClient(t, addr, kgo.ConsumeTopics(offsetsTopic), kgo.ConsumeResetOffset(kgo.NewOffset().At(before)), kgo.FetchMaxBytes(8<<20))
+	keys := map[string]int{}
+	for n := 0; n < 4; {
+		fs := cl.PollFetches(testCtx(t))
+		if err := fs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { keys[string(r.Key[2:])] = len(r.Value); n++ })
+	}
+	if len(keys) != 4 || keys["\x00\x04big0"] != len(big) || keys["\x00\x05after\x00\x01t\x00\x00\x00\x00"] == 0 {
+		t.Fatalf("records read: %v", keys)
+	}
+}
