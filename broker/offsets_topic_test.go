@@ -453,3 +453,46 @@ func TestOffsetsMirrorOversized(t *testing.T) {
 		t.Fatalf("records read: %v", keys)
 	}
 }
+
+// TestOffsetsTopicCompacted: the cleaner compacts __consumer_offsets like
+// any compact topic: after 300 commits of one partition and a cleaning,
+// far fewer records remain and the latest still equals OffsetFetch.
+func TestOffsetsTopicCompacted(t *testing.T) {
+	b := openBroker(t, t.TempDir())
+	addr := startGateway(t, b)
+	createTopic(t, addr, "churn", 1, nil)
+	ctx := testCtx(t)
+	adm := kadm.NewClient(newClient(t, addr))
+	alter := []kadm.AlterConfig{{Name: "segment.bytes", Value: kadm.StringPtr("2048")},
+		{Name: "min.cleanable.dirty.ratio", Value: kadm.StringPtr("0.01")}}
+	if _, err := adm.AlterTopicConfigs(ctx, alter, offsetsTopic); err != nil {
+		t.Fatal(err)
+	}
+	const commits = 300
+	for i := range commits {
+		var os kadm.Offsets
+		os.Add(kadm.Offset{Topic: "churn", Partition: 0, At: int64(i), LeaderEpoch: -1})
+		if err := adm.CommitAllOffsets(ctx, "churner", os); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := adm.FetchOffsets(ctx, "churner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitOffsetsTopic(t, addr, func(v offsetsView) error { return matchesFetch(v, want, "churner") })
+	if n := b.cleanAll(time.Now(), true); n == 0 {
+		t.Fatal("cleaner cleaned nothing")
+	}
+	recs := readToEnd(t, addr, offsetsTopic, 0)
+	if len(recs) >= commits/2 {
+		t.Fatalf("%d records after cleaning %d commits", len(recs), commits)
+	}
+	v := offsetsView{offsets: map[string]map[string]map[int32]*kmsg.OffsetCommitValue{}, groups: map[string]*kmsg.GroupMetadataValue{}}
+	for _, r := range recs {
+		v.apply(t, r.Key, r.Value)
+	}
+	if err := matchesFetch(v, want, "churner"); err != nil {
+		t.Fatalf("after cleaning: %v", err)
+	}
+}
