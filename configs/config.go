@@ -20,7 +20,7 @@ const (
 	// Listener.Brokers
 	BrokersPortPerBroker = "port-per-broker" // one port per broker: base + node id
 	BrokersSNI           = "sni"             // one TLS port; the broker is chosen by the TLS server name
-	BrokersSinglePort    = "single-port"     // not supported yet
+	BrokersSinglePort    = "single-port"     // the whole cluster as one virtual broker (single_port.go)
 
 	// Admin.Listen value that disables the admin server.
 	AdminOff = "off"
@@ -81,6 +81,9 @@ type Listener struct {
 	SASL *ListenerSASL `yaml:"sasl,omitempty"`
 	// SNI names the hosts of a "brokers: sni" listener (see edge.go).
 	SNI *ListenerSNI `yaml:"sni,omitempty"`
+	// VirtualNode is the node id a "brokers: single-port" listener
+	// presents the whole cluster as (default 0; see single_port.go).
+	VirtualNode *int `yaml:"virtual_node,omitempty"`
 }
 
 // Upstream is the Kafka cluster the gateway forwards to.

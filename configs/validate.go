@@ -150,9 +150,9 @@ func (v *validator) listeners() {
 		case BrokersSNI:
 			v.listenerSNI(p, l)
 		case BrokersSinglePort:
-			v.errf(p+".brokers", l.Brokers, "%q is not supported yet: use %q or %q", l.Brokers, BrokersPortPerBroker, BrokersSNI)
+			v.listenerSinglePort(p, l)
 		default:
-			v.errf(p+".brokers", l.Brokers, "%q is not a broker addressing mode: want %q or %q", l.Brokers, BrokersPortPerBroker, BrokersSNI)
+			v.errf(p+".brokers", l.Brokers, "%q is not a broker addressing mode: want %q, %q or %q", l.Brokers, BrokersPortPerBroker, BrokersSNI, BrokersSinglePort)
 		}
 		if b := l.BrokerPortBase; b != nil {
 			if *b < 0 || *b > 65535 {

@@ -22,6 +22,9 @@ func edgeOptions(cfg *configs.Config, opts *proxy.Options, log *slog.Logger) err
 			opts.Listeners[i].SNI = &proxy.SNIOptions{BootstrapHost: l.SNI.BootstrapHost, BrokerHost: l.SNI.BrokerHost,
 				NoSNIBootstrap: l.SNI.BootstrapOnNoSNI()}
 		}
+		if l.Brokers == configs.BrokersSinglePort && i < len(opts.Listeners) {
+			opts.Listeners[i].SinglePort = &proxy.SinglePortOptions{VirtualNode: l.VirtualNodeID()}
+		}
 	}
 	if u := cfg.Upstream; cfg.UpstreamMode() && u.Proxy != "" {
 		d, err := egressDialer(u)

@@ -116,6 +116,11 @@ type ListenerOptions struct {
 	// bootstrap port: the TLS server name picks the session (sni.go).
 	// No per-broker port is opened and BrokerPortBase is unused.
 	SNI *SNIOptions
+	// SinglePort, if set (upstream mode), presents the whole upstream
+	// cluster as one virtual broker at the bootstrap port and routes each
+	// request to the brokers that must answer it (route.go). No per-broker
+	// port is opened.
+	SinglePort *SinglePortOptions
 }
 
 // setDefaults fills zero settings from the configuration's one table of
