@@ -154,7 +154,7 @@ func (t *tunnel) encodeAnswer(resp kmsg.Response) result {
 	if resp.Key() != apis.Fetch {
 		return result{body: wire.Bytes(resp.AppendTo(make([]byte, 0, t.sizeHint(resp))))}
 	}
-	buf := getPartBody(t.sizeHint(resp))
+	buf := answerBodies.get(t.sizeHint(resp))
 	out := resp.AppendTo((*buf)[:0])
 	*buf = out
 	return result{body: wire.Bytes(out), recycle: buf}

@@ -177,36 +177,58 @@ func readPartResponse(r *bufio.Reader, req kmsg.Request, corr int32) (kmsg.Respo
 	return resp, pooled, nil
 }
 
-// maxPooledPartBody is the largest Fetch part buffer kept for reuse;
-// larger ones are left to the garbage collector.
+// maxPooledPartBody is the largest Fetch buffer kept for reuse; larger
+// ones are left to the garbage collector.
 const maxPooledPartBody = 16 << 20
 
-// partBodies holds single-port Fetch buffers (*[]byte) for reuse — the
-// parts' answers as read, and the merged answer as encoded — so a merged
-// Fetch does not allocate (and zero) a fresh buffer for each of them.
-var partBodies sync.Pool
+// pooledPartBodies is how many buffers each free list keeps, so what
+// the pools hold is bounded (at most 2 × 8 × maxPooledPartBody, in
+// practice a few MiB: kgo's partition max is 1 MiB).
+const pooledPartBodies = 8
 
-// getPartBody returns a buffer of length n, reused when one is pooled.
-func getPartBody(n int) *[]byte {
-	if b, ok := partBodies.Get().(*[]byte); ok {
+// bodyPool is a bounded free list of single-port Fetch buffers, so a
+// merged Fetch does not allocate (and zero) a fresh buffer for each part
+// answer and for the merged answer. A bounded list, not a sync.Pool:
+// pooled buffers count as live heap, and an unbounded pool let the
+// gateway's RSS grow several-fold under a consume load.
+// Ownership: a buffer taken with get belongs to its taker until put.
+type bodyPool struct{ free chan *[]byte }
+
+var (
+	partBodies   = bodyPool{free: make(chan *[]byte, pooledPartBodies)} // parts' answers as read (route_conn.go)
+	answerBodies = bodyPool{free: make(chan *[]byte, pooledPartBodies)} // merged answers as encoded (route.go)
+)
+
+// get returns a buffer of length n, reused when a big enough one is free
+// (a smaller one is dropped).
+func (p *bodyPool) get(n int) *[]byte {
+	select {
+	case b := <-p.free:
 		if cap(*b) >= n {
 			*b = (*b)[:n]
 			return b
 		}
-		partBodies.Put(b)
+	default:
 	}
 	b := make([]byte, n)
 	return &b
 }
 
-// putPartBody returns a buffer from getPartBody; nil is ignored. Nothing
-// may read the buffer (or a response decoded from it) afterwards.
-func putPartBody(b *[]byte) {
+// put returns a buffer from get; nil is ignored. Nothing may read the
+// buffer (or a response decoded from it) afterwards.
+func (p *bodyPool) put(b *[]byte) {
 	if b == nil || cap(*b) > maxPooledPartBody {
 		return
 	}
-	partBodies.Put(b)
+	select {
+	case p.free <- b:
+	default:
+	}
 }
+
+// getPartBody and putPartBody are partBodies' get and put.
+func getPartBody(n int) *[]byte { return partBodies.get(n) }
+func putPartBody(b *[]byte)     { partBodies.put(b) }
 
 // decodePartResponse decodes a response body (after the correlation id)
 // for req, skipping the flexible header's tag buffer.

@@ -739,7 +739,7 @@ func (s *session) writeLocal(p pending) error {
 		go releaseWhenDone(p.local)
 		return net.ErrClosed
 	}
-	defer putPartBody(r.recycle) // everything below writes or drops body before returning
+	defer answerBodies.put(r.recycle) // everything below writes or drops body before returning
 	if r.err != nil {
 		return &backendError{r.err}
 	}
