@@ -65,20 +65,18 @@ func startListening(t *testing.T, port int, out *syncBuffer, name string, args [
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = out, out
+	// Its own process group: dante forks children that inherit the output
+	// pipe, and cmd.Wait waits for the pipe as well as for the process.
+	// Stopping signals the whole group (only processes this test started),
+	// and WaitDelay bounds the wait for the pipe.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		return false, err
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
+	t.Cleanup(func() { stopProcess(t, name, cmd.Process.Pid, done) })
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		owned, err := listensOn(cmd.Process.Pid, port)
@@ -97,6 +95,23 @@ func startListening(t *testing.T, port int, out *syncBuffer, name string, args [
 			return false, fmt.Errorf("not listening on 127.0.0.1:%d after 15s", port)
 		}
 		time.Sleep(20 * time.Millisecond) // poll interval
+	}
+}
+
+// stopProcess ends the process group pgid (SIGTERM, then SIGKILL after
+// 10 s) and waits, bounded, for done.
+func stopProcess(t *testing.T, name string, pgid int, done <-chan struct{}) {
+	syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-done:
+		return
+	case <-time.After(10 * time.Second):
+	}
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Errorf("%s (process group %d) did not exit 30s after SIGKILL", name, pgid)
 	}
 }
 
