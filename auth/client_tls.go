@@ -17,6 +17,11 @@ func ClientTLS(c *configs.UpstreamTLS) (*tls.Config, error) {
 		ServerName:         c.ServerName,
 		InsecureSkipVerify: c.InsecureSkipVerify, //nolint:gosec // operator's explicit choice, for testing
 	}
+	if m := c.Material(); m != nil {
+		// What Validate read and parsed: not again.
+		tc.RootCAs, tc.Certificates = m.CAs, m.Certificates
+		return tc, nil
+	}
 	if c.CA != "" {
 		pem, err := os.ReadFile(c.CA)
 		if err != nil {

@@ -25,8 +25,9 @@ type PrincipalMapper struct {
 	rules []configs.PrincipalRule
 }
 
-// NewPrincipalMapper compiles the listener's principal_from and
-// principal_mapping_rules (default: DEFAULT, the DN itself).
+// NewPrincipalMapper builds the listener's mapper from principal_from
+// and the parsed principal_mapping_rules (default: DEFAULT, the DN
+// itself; see configs.ListenerTLS.PrincipalRules).
 func NewPrincipalMapper(cfg *configs.ListenerTLS) (*PrincipalMapper, error) {
 	m := &PrincipalMapper{from: cfg.PrincipalFrom}
 	switch cfg.PrincipalFrom {
@@ -35,17 +36,13 @@ func NewPrincipalMapper(cfg *configs.ListenerTLS) (*PrincipalMapper, error) {
 	default:
 		return nil, fmt.Errorf("principal_from %q: want subject.CN, san.dns, san.uri or san.email", cfg.PrincipalFrom)
 	}
-	rules := cfg.PrincipalMappingRules
-	if len(rules) == 0 {
-		rules = []string{configs.DefaultPrincipalMapping}
+	// The rules Validate parsed (parsed here for a section it has not
+	// checked).
+	rules, err := cfg.PrincipalRules()
+	if err != nil {
+		return nil, err
 	}
-	for i, r := range rules {
-		pr, err := configs.ParsePrincipalRule(r)
-		if err != nil {
-			return nil, fmt.Errorf("principal_mapping_rules[%d]: %w", i, err)
-		}
-		m.rules = append(m.rules, pr)
-	}
+	m.rules = rules
 	return m, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/tollgate-kafka/tollgate/configs"
 )
@@ -25,46 +26,36 @@ func ServerTLS(cfg *configs.ListenerTLS) (*tls.Config, error) {
 }
 
 func serverTLS(cfg *configs.ListenerTLS, log *slog.Logger) (*tls.Config, error) {
-	minVer, err := configs.TLSVersion(cfg.MinVersion)
+	// Validate parsed the files and settings already (configs.TLSMaterial);
+	// a section it has not checked is parsed here.
+	parsed := cfg.Material()
+	minVer, suites, err := versionAndSuites(cfg, parsed)
 	if err != nil {
-		return nil, fmt.Errorf("listener tls min_version: %w", err)
-	}
-	suites, err := configs.CipherSuiteIDs(cfg.Ciphers)
-	if err != nil {
-		return nil, fmt.Errorf("listener tls ciphers: %w", err)
+		return nil, err
 	}
 	if cfg.Cert == "" || cfg.Key == "" {
 		return nil, errors.New("listener tls: cert and key are required")
 	}
-	build := func() (*tls.Config, error) {
-		c := &tls.Config{MinVersion: minVer, CipherSuites: suites}
-		pair, err := loadPair(cfg.Cert, cfg.Key)
+	build := func(m *configs.TLSMaterial) *tls.Config {
+		c := &tls.Config{MinVersion: minVer, CipherSuites: suites, Certificates: m.Certificates}
+		if m.CAs != nil {
+			c.ClientCAs = m.CAs
+			c.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+		return c
+	}
+	load := func() (*tls.Config, error) {
+		m, err := readListenerFiles(cfg)
 		if err != nil {
 			return nil, err
 		}
-		c.Certificates = []tls.Certificate{pair}
-		for _, extra := range cfg.Certificates {
-			p, err := loadPair(extra.Cert, extra.Key)
-			if err != nil {
-				return nil, err
-			}
-			// crypto/tls serves the first certificate that matches the
-			// client's server name, else the first one (cfg.Cert).
-			c.Certificates = append(c.Certificates, p)
-		}
-		if cfg.ClientCA != "" {
-			caPEM, err := readSmallFile(cfg.ClientCA, maxPEMBytes)
-			if err != nil {
-				return nil, fmt.Errorf("read client_ca: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(caPEM) {
-				return nil, fmt.Errorf("client_ca %s holds no PEM certificate", cfg.ClientCA)
-			}
-			c.ClientCAs = pool
-			c.ClientAuth = tls.RequireAndVerifyClientCert
-		}
-		return c, nil
+		return build(m), nil
+	}
+	var first func() (*tls.Config, error)
+	var seen map[string]os.FileInfo
+	if parsed != nil {
+		first = func() (*tls.Config, error) { return build(parsed), nil }
+		seen = parsed.Files
 	}
 	paths := []string{cfg.Cert, cfg.Key}
 	for _, extra := range cfg.Certificates {
@@ -73,22 +64,71 @@ func serverTLS(cfg *configs.ListenerTLS, log *slog.Logger) (*tls.Config, error) 
 	if cfg.ClientCA != "" {
 		paths = append(paths, cfg.ClientCA)
 	}
-	w, err := newWatched("listener tls "+cfg.Cert, log, build, paths...)
+	w, err := newWatchedFrom("listener tls "+cfg.Cert, log, first, seen, load, paths...)
 	if err != nil {
 		return nil, err
 	}
 	// The outer config is what the listener holds; each handshake gets the
 	// configuration built from the files' current version. A handshake
 	// started before a reload finishes with the old one.
-	first := w.get()
 	return &tls.Config{
 		MinVersion:   minVer,
 		CipherSuites: suites,
-		ClientAuth:   first.ClientAuth,
+		ClientAuth:   w.get().ClientAuth,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			return w.get(), nil
 		},
 	}, nil
+}
+
+// versionAndSuites are the section's min_version and ciphers: parsed by
+// Validate (m), or parsed here when m is nil.
+func versionAndSuites(cfg *configs.ListenerTLS, m *configs.TLSMaterial) (uint16, []uint16, error) {
+	if m != nil {
+		return m.MinVersion, m.CipherSuites, nil
+	}
+	minVer, err := configs.TLSVersion(cfg.MinVersion)
+	if err != nil {
+		return 0, nil, fmt.Errorf("listener tls min_version: %w", err)
+	}
+	suites, err := configs.CipherSuiteIDs(cfg.Ciphers)
+	if err != nil {
+		return 0, nil, fmt.Errorf("listener tls ciphers: %w", err)
+	}
+	return minVer, suites, nil
+}
+
+// readListenerFiles reads and parses a listener's key pairs and client
+// CA: at a reload (a file changed), or for a section Validate has not
+// checked.
+func readListenerFiles(cfg *configs.ListenerTLS) (*configs.TLSMaterial, error) {
+	m := &configs.TLSMaterial{}
+	pair, err := loadPair(cfg.Cert, cfg.Key)
+	if err != nil {
+		return nil, err
+	}
+	m.Certificates = []tls.Certificate{pair}
+	for _, extra := range cfg.Certificates {
+		p, err := loadPair(extra.Cert, extra.Key)
+		if err != nil {
+			return nil, err
+		}
+		// crypto/tls serves the first certificate that matches the
+		// client's server name, else the first one (cfg.Cert).
+		m.Certificates = append(m.Certificates, p)
+	}
+	if cfg.ClientCA != "" {
+		caPEM, err := readSmallFile(cfg.ClientCA, maxPEMBytes)
+		if err != nil {
+			return nil, fmt.Errorf("read client_ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caPEM) {
+			return nil, fmt.Errorf("client_ca %s holds no PEM certificate", cfg.ClientCA)
+		}
+		m.CAs = pool
+	}
+	return m, nil
 }
 
 // loadPair reads one certificate and key.

@@ -331,3 +331,54 @@ func TestSubjectDNEscapes(t *testing.T) {
 		t.Error("truncated DER parsed")
 	}
 }
+
+// TestServerTLSFromValidatedMaterial: a section configs.Validate has
+// checked is served from what Validate read (not read again), and a file
+// replaced after Validate is still noticed as a change: its stamp is
+// compared with the one Validate saw.
+func TestServerTLSFromValidatedMaterial(t *testing.T) {
+	dir := t.TempDir()
+	ca, clientCA := newCA(t, "server CA"), newCA(t, "client CA")
+	p := func(n string) string { return filepath.Join(dir, n) }
+	writePEM(t, p("clients.crt"), clientCA.cert, nil)
+	issue := func(cn string) *x509.Certificate {
+		cert, key := ca.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: cn}, DNSNames: []string{"localhost"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+		writePEM(t, p("server.key"), nil, key)
+		writePEM(t, p("server.crt"), cert, nil)
+		return cert
+	}
+	validated := issue("validated")
+	c := configs.Default()
+	c.Listeners[0].TLS = &configs.ListenerTLS{Cert: p("server.crt"), Key: p("server.key"), ClientCA: p("clients.crt"), MinVersion: "1.2"}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Listeners[0].TLS.Material() == nil {
+		t.Fatal("Validate kept no material")
+	}
+	// Replaced between Validate and ServerTLS. The longer name makes the
+	// new file differ in size as well as mtime, whatever the file
+	// system's mtime granularity.
+	replaced := issue("replaced-after-validation-with-a-longer-common-name")
+
+	tc, err := ServerTLS(c.Listeners[0].TLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+	cliCert, cliKey := clientCA.issue(t, &x509.Certificate{Subject: pkix.Name{CommonName: "alice"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+	client := &tls.Config{RootCAs: roots, ServerName: "localhost", Certificates: []tls.Certificate{{Certificate: [][]byte{cliCert.Raw}, PrivateKey: cliKey}}}
+	if seen, _, err := handshake(t, ln, client); err != nil || seen.SerialNumber.Cmp(validated.SerialNumber) != 0 {
+		t.Fatalf("first handshake: %v, %v; want the validated certificate", seen, err)
+	}
+	waitFor(t, 5*time.Second, func() bool {
+		seen, _, err := handshake(t, ln, client)
+		return err == nil && seen.SerialNumber.Cmp(replaced.SerialNumber) == 0
+	})
+}

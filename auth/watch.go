@@ -53,12 +53,31 @@ type watched[T any] struct {
 
 // newWatched loads the value once; an error here is the caller's to report.
 func newWatched[T any](what string, log *slog.Logger, load func() (T, error), paths ...string) (*watched[T], error) {
+	return newWatchedFrom(what, log, nil, nil, load, paths...)
+}
+
+// newWatchedFrom is newWatched with the first value built by first
+// instead of load, when first is not nil: a value built from what
+// configuration validation already parsed (configs.TLSMaterial), so the
+// files are not parsed again until they change. seen are the files as
+// they were when that value was read (os.Stat by path): a file replaced
+// since then is a change at the first check, and load runs.
+func newWatchedFrom[T any](what string, log *slog.Logger, first func() (T, error), seen map[string]os.FileInfo, load func() (T, error), paths ...string) (*watched[T], error) {
 	w := &watched[T]{paths: paths, load: load, log: log, what: what, now: time.Now}
 	stamps, err := w.stat()
 	if err != nil {
 		return nil, err
 	}
-	v, err := load()
+	if first == nil {
+		first = load
+	} else {
+		for i, p := range paths {
+			if fi, ok := seen[p]; ok {
+				stamps[i] = stampOf(fi)
+			}
+		}
+	}
+	v, err := first()
 	if err != nil {
 		return nil, err
 	}

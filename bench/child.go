@@ -69,11 +69,8 @@ func ServeChild(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 			return fmt.Errorf("child: --config is for the %s child, not %q", Gateway, *role)
 		}
 		var err error
-		if cfg, err = configs.Load(*config); err != nil {
-			return fmt.Errorf("child: %w", err)
-		}
-		if *upstream != "" {
-			cfg.Upstream = configs.NewUpstream(splitList(*upstream)...)
+		if cfg, err = childConfig(*config, *upstream); err != nil {
+			return err
 		}
 		if !isFlagSet(fs, "log-level") {
 			*logLevel = cfg.Log.Level
@@ -284,6 +281,23 @@ func splitList(s string) []string {
 // defaults with the upstream set, one listener on a kernel-chosen port
 // whose broker ports are kernel-chosen too, and the per-address
 // connection caps lifted (every benchmark client dials from 127.0.0.1).
+// childConfig is the gateway child's configuration, taken as tollgate
+// takes its own: the file decoded, the --upstream flag overlaid, the
+// result validated once.
+func childConfig(file, upstream string) (*configs.Config, error) {
+	cfg, err := configs.Read(file)
+	if err != nil {
+		return nil, fmt.Errorf("child: %w", err)
+	}
+	if upstream != "" {
+		cfg.Upstream = configs.NewUpstream(splitList(upstream)...)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("child: %w", err)
+	}
+	return cfg, nil
+}
+
 func gatewayConfig(upstreams []string) (*configs.Config, error) {
 	cfg := configs.Default()
 	base := 0

@@ -50,10 +50,12 @@ const (
 	SuiteAudit   Suite = "audit"   // tollgate with audit off, summary, full
 	SuiteBroker  Suite = "broker"  // built-in broker vs kfake (RunBroker)
 	SuiteTLS     Suite = "tls"     // tollgate with a TLS listener vs plaintext (RunTLSSuite)
+	// SuiteSinglePort: brokers: single-port vs port-per-broker (RunSuite).
+	SuiteSinglePort Suite = "single-port"
 )
 
 // Suites lists the suites in the order the command documents them.
-var Suites = []Suite{SuiteGateway, SuitePolicy, SuiteAudit, SuiteTLS, SuiteBroker, SuiteSoak}
+var Suites = []Suite{SuiteGateway, SuitePolicy, SuiteAudit, SuiteTLS, SuiteSinglePort, SuiteBroker, SuiteSoak}
 
 // ErrUnknownSuite is returned for a suite name RunSuite does not run.
 var ErrUnknownSuite = errors.New("unknown suite")
@@ -86,6 +88,9 @@ type variant struct {
 	// sni makes the TLS bench listener "brokers: sni" (benchSNIApex and
 	// benchSNIBrokers): one port, the broker chosen by the server name.
 	sni bool
+	// singlePort makes the bench listener "brokers: single-port": the
+	// whole cluster as one virtual node, requests split and merged.
+	singlePort bool
 }
 
 type probeWant int
@@ -116,8 +121,14 @@ func suiteVariants(s Suite) ([]variant, error) {
 			{name: "no-metrics", desc: "audit off, metrics hooks detached: a benchmark-only build of the gateway (no such setting exists)",
 				audit: configs.AuditOff, metrics: false},
 		}, nil
+	case SuiteSinglePort:
+		return []variant{
+			{name: "port-per-broker", desc: "a port per upstream broker (requests forwarded as bytes)", metrics: true},
+			{name: "single-port", desc: "brokers: single-port (one port; requests decoded, split by leader, answers merged)",
+				metrics: true, versus: "port-per-broker", target: 0.8, singlePort: true},
+		}, nil
 	}
-	return nil, fmt.Errorf("%w %q for RunSuite (want %s or %s)", ErrUnknownSuite, s, SuitePolicy, SuiteAudit)
+	return nil, fmt.Errorf("%w %q for RunSuite (want %s, %s or %s)", ErrUnknownSuite, s, SuitePolicy, SuiteAudit, SuiteSinglePort)
 }
 
 // metricsVersus is the ratio that answers "metrics overhead": audit off
@@ -200,6 +211,8 @@ func (v variant) configYAML(upstreams []string, auditFile string) string {
 	case v.tls != nil && v.sni:
 		fmt.Fprintf(&b, "  - {name: bench, listen: 127.0.0.1:0, brokers: sni, sni: {bootstrap_host: %s, broker_host: %q}, tls: {cert: %q, key: %q}}\n",
 			benchSNIApex, benchSNIBrokers, v.tls.Cert, v.tls.Key)
+	case v.singlePort:
+		b.WriteString("  - {name: bench, listen: 127.0.0.1:0, brokers: single-port}\n")
 	case v.tls != nil:
 		fmt.Fprintf(&b, "  - {name: bench, listen: 127.0.0.1:0, broker_port_base: 0, tls: {cert: %q, key: %q}}\n", v.tls.Cert, v.tls.Key)
 	default:
@@ -235,7 +248,7 @@ func RunSuite(ctx context.Context, suite Suite, opts Options) (*SuiteReport, err
 	if err != nil {
 		return nil, err
 	}
-	profiled := map[Suite]string{SuitePolicy: "topic-100", SuiteAudit: "full"}[suite]
+	profiled := map[Suite]string{SuitePolicy: "topic-100", SuiteAudit: "full", SuiteSinglePort: "single-port"}[suite]
 	return runSuite(ctx, suiteRun{suite: suite, variants: vs, profiled: profiled}, opts)
 }
 

@@ -1,7 +1,12 @@
 package broker
 
 import (
+	"bytes"
+	"cmp"
+	"fmt"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,13 +28,21 @@ import (
 // * MaxRecords bounds the records acquired (0: 500); in BATCH_OPTIMIZED
 //   mode (ShareAcquireMode 0) whole batches are acquired, so it may be
 //   exceeded up to a batch boundary; RECORD_LIMIT (1, v2) acquires exactly
-//   up to it. MaxBytes bounds the bytes read, except that a partition
-//   returns at least one batch.
+//   up to it. MaxBytes, capped at fetch.max.bytes (55 MiB) as Kafka's
+//   KafkaApis does, bounds the bytes returned, except that the first
+//   partition with records returns at least one batch (KIP-74; MaxBytes 0
+//   returns one). New records are read in 1 MiB steps while the record
+//   budget lasts, with the group's lock released.
+// * Session partitions: an unknown topic id or partition is answered with
+//   UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION once and not kept; a
+//   session holds at most 10000 partitions (more: INVALID_REQUEST on the
+//   partition).
 // * Piggybacked AcknowledgementBatches are applied first (per partition,
 //   all or nothing: AcknowledgeErrorCode INVALID_RECORD_STATE if any
 //   offset is not acquired by this member, INVALID_REQUEST for a bad
-//   batch); the response waits until they are durable in the coordinator
-//   journal. Acquisitions are written too but not waited for (a crash may
+//   batch; COORDINATOR_NOT_AVAILABLE, nothing applied, if the journal
+//   write fails); the response waits until they are durable in the
+//   coordinator journal. Acquisitions are written too but not waited for (a crash may
 //   leave a delivery uncounted; the record is delivered again). Acknowledgements in a request opening a session (epoch 0)
 //   are INVALID_REQUEST.
 // * IsRenewAck (v2): acknowledgements only, renew (type 4) allowed; any
@@ -41,7 +54,9 @@ import (
 //   leaving), the wait ends or the connection closes.
 // * read_committed (share.isolation.level): records up to the last stable
 //   offset; aborted transactional batches are archived, never delivered.
-// * A group id in use by a classic or consumer group is GROUP_ID_NOT_FOUND.
+// * A group id in use by a classic or consumer group, or holding
+//   committed offsets, is GROUP_ID_NOT_FOUND. A request that fails leaves
+//   no new group behind.
 // * At most 2000 share sessions are open (group.share.max.share.sessions);
 //   opening one more is SHARE_SESSION_LIMIT_REACHED.
 //
@@ -93,6 +108,7 @@ func handleShareFetch(c *Conn, kreq kmsg.Request, r reply) {
 		return
 	}
 	if code := sf.session(g); code != 0 {
+		g.dropIfUnusedShare()
 		g.mu.Unlock()
 		resp.ErrorCode = code
 		r(encode(resp), nil)
@@ -108,10 +124,11 @@ func handleShareFetch(c *Conn, kreq kmsg.Request, r reply) {
 		sf.sess.bump()
 	}
 	durable := g.persistShareParts()
-	if hasShareFetchAcks(req) || req.ShareSessionEpoch == -1 {
-		// Only acknowledgements (and a close's releases) are promised
-		// durable; a crash after an acquisition at worst delivers the
-		// record again without counting that delivery.
+	if req.ShareSessionEpoch == -1 {
+		// Only acknowledgements (applyAcks waits for their own writes)
+		// and a close's releases are promised durable; a crash after an
+		// acquisition at worst delivers the record again without
+		// counting that delivery.
 		sf.waits = append(sf.waits, durable)
 	}
 	g.mu.Unlock()
@@ -189,17 +206,35 @@ func (sf *shareFetch) session(g *group) int16 {
 	default:
 		sf.sess = cur
 	}
-	for _, t := range req.Topics {
-		for _, p := range t.Partitions {
-			sf.sess.add(t.TopicID, p.Partition)
-		}
-	}
+	sf.addPartitions(req.Topics)
 	for _, ft := range req.ForgottenTopicsData {
 		for _, p := range ft.Partitions {
 			sf.sess.forget(ft.TopicID, p)
 		}
 	}
 	return 0
+}
+
+// addPartitions adds the request's partitions to the session. An unknown
+// topic id or partition is answered with its error in this response and
+// not kept (the session cannot grow with names that do not exist), as is a
+// partition past maxShareSessionPartitions. Caller holds g.mu.
+func (sf *shareFetch) addPartitions(ts []kmsg.ShareFetchRequestTopic) {
+	for _, t := range ts {
+		topic := sf.c.b.lookupID(t.TopicID)
+		for _, p := range t.Partitions {
+			switch {
+			case topic == nil:
+				sf.part(t.TopicID, p.Partition).ErrorCode = kerr.UnknownTopicID.Code
+			case sf.c.b.partitionOf(topic, p.Partition) == nil:
+				sf.part(t.TopicID, p.Partition).ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case !sf.sess.add(t.TopicID, p.Partition):
+				rp := sf.part(t.TopicID, p.Partition)
+				rp.ErrorCode = kerr.InvalidRequest.Code
+				rp.ErrorMessage = kmsg.StringPtr("a share session holds at most " + strconv.Itoa(maxShareSessionPartitions) + " partitions")
+			}
+		}
+	}
 }
 
 // part returns the response entry of (tid, p), adding it.
@@ -229,7 +264,11 @@ func (sf *shareFetch) applyAcks(g *group) {
 				bs = append(bs, ackBatch{b.FirstOffset, b.LastOffset, b.AcknowledgeTypes})
 			}
 			rp := sf.part(t.TopicID, p.Partition)
-			rp.AcknowledgeErrorCode = g.ackShare(t.TopicID, p.Partition, sf.member, bs, sf.req.IsRenewAck, sf.cfg)
+			var durable <-chan error
+			rp.AcknowledgeErrorCode, durable = g.ackShare(t.TopicID, p.Partition, sf.member, bs, sf.req.IsRenewAck, sf.cfg)
+			if durable != nil {
+				sf.waits = append(sf.waits, durable)
+			}
 		}
 	}
 	if sf.req.ShareSessionEpoch == -1 {
@@ -237,37 +276,54 @@ func (sf *shareFetch) applyAcks(g *group) {
 	}
 }
 
-// ackShare applies one partition's acknowledgements. Caller holds g.mu.
-func (g *group) ackShare(tid [16]byte, idx int32, member string, bs []ackBatch, renew bool, cfg shareSettings) int16 {
-	code := g.applyShareAcks(tid, idx, member, bs, renew, cfg)
-	if code != 0 && g.c.share.ackRefused(time.Now()) {
+// ackShare applies one partition's acknowledgements and returns the code
+// and, when applied, the journal write's durability result to wait for.
+// Caller holds g.mu.
+func (g *group) ackShare(tid [16]byte, idx int32, member string, bs []ackBatch, renew bool, cfg shareSettings) (int16, <-chan error) {
+	code, durable := g.applyShareAcks(tid, idx, member, bs, renew, cfg)
+	if code != 0 && code != kerr.CoordinatorNotAvailable.Code && g.c.share.ackRefused(time.Now()) {
 		g.c.b.log.Warn("share acknowledgement refused (logged at most once a second; counted in tollgate_broker_share_ack_errors_total)",
 			"group", g.name, "member", member, "partition", idx, "error", kerr.ErrorForCode(code))
 	}
-	return code
+	return code, durable
 }
 
-// applyShareAcks validates and applies one partition's acknowledgements.
-func (g *group) applyShareAcks(tid [16]byte, idx int32, member string, bs []ackBatch, renew bool, cfg shareSettings) int16 {
+// applyShareAcks validates and applies one partition's acknowledgements
+// and writes the result to the journal; if the write fails the change is
+// undone (COORDINATOR_NOT_AVAILABLE), so the client's retry finds its
+// records still acquired. g.mu is held throughout: no one sees the state
+// in between.
+func (g *group) applyShareAcks(tid [16]byte, idx int32, member string, bs []ackBatch, renew bool, cfg shareSettings) (int16, <-chan error) {
 	if code := checkAckBatches(bs, renew); code != 0 {
-		return code
+		return code, nil
 	}
 	t := g.c.b.lookupID(tid)
 	if t == nil {
-		return kerr.UnknownTopicID.Code
+		return kerr.UnknownTopicID.Code, nil
 	}
 	p := g.c.b.partitionOf(t, idx)
 	if p == nil {
-		return kerr.UnknownTopicOrPartition.Code
+		return kerr.UnknownTopicOrPartition.Code, nil
 	}
-	sp := g.sharePart(tpKey{t.name, idx}, p)
-	code, _ := sp.acknowledge(member, bs, time.Now(), cfg)
-	if code == 0 {
-		// Released records are available again, and finished ones may
-		// have made room in a full in-flight window.
-		g.sg.notify()
+	tp := tpKey{t.name, idx}
+	sp := g.sharePart(tp, p)
+	undo := sp.undoFor(bs)
+	if code, _ := sp.acknowledge(member, bs, time.Now(), cfg); code != 0 {
+		return code, nil
 	}
-	return code
+	durable, err := g.c.j.write([]journalEntry{{sharePartKey(g.name, tp), sp.encode()}})
+	if err != nil {
+		sp.restore(undo)
+		if g.c.share.writeFailed(time.Now()) {
+			g.c.b.log.Error("share acknowledgements not written; nothing applied (logged at most once a second)", "group", g.name, "partition", idx, "err", err)
+		}
+		return kerr.CoordinatorNotAvailable.Code, nil
+	}
+	sp.dirty = false
+	// Released records are available again, and finished ones may have
+	// made room in a full in-flight window.
+	g.sg.notify()
+	return 0, durable
 }
 
 // acquire acquires records on every session partition, starting at a
@@ -278,11 +334,11 @@ func (sf *shareFetch) acquire(g *group) int32 {
 	if budget <= 0 {
 		budget = defaultShareMaxRecords
 	}
-	bytesLeft := int(sf.req.MaxBytes)
-	if bytesLeft <= 0 {
-		bytesLeft = 1<<31 - 1
-	}
-	var ids []partID
+	// As Kafka's KafkaApis: min(MaxBytes, fetch.max.bytes); at 0 (or
+	// less) the first partition with records still returns one batch
+	// (KIP-74), and the loop below stops there.
+	bytesLeft := int(min(sf.req.MaxBytes, shareFetchMaxBytes))
+	ids := make([]partID, 0, sf.sess.size)
 	for _, tid := range sf.sess.order {
 		for p, needs := range sf.sess.parts[tid] {
 			ids = append(ids, partID{tid, p})
@@ -291,14 +347,17 @@ func (sf *shareFetch) acquire(g *group) int32 {
 			}
 		}
 	}
-	sortPartIDs(ids)
+	slices.SortFunc(ids, comparePartIDs)
 	total := int32(0)
 	for i := range ids {
 		id := ids[(i+int(sf.sess.epoch))%len(ids)]
-		if budget-total <= 0 {
+		if budget-total <= 0 || (bytesLeft <= 0 && total > 0) {
 			break
 		}
-		recs, ranges, code := g.shareAcquirePart(id, sf.member, budget-total, sf.req.ShareAcquireMode == 1, sf.cfg, max(bytesLeft, 1))
+		recs, ranges, code := g.shareAcquirePart(id, sf.member, budget-total, sf.req.ShareAcquireMode == 1, sf.cfg, max(bytesLeft, 1), sf.valid)
+		if !sf.valid(g) {
+			break // the group or the session ended while a read ran unlocked
+		}
 		if code == 0 && len(ranges) == 0 {
 			continue
 		}
@@ -308,34 +367,50 @@ func (sf *shareFetch) acquire(g *group) int32 {
 		bytesLeft -= len(recs)
 	}
 	for _, k := range sf.order {
-		if ps := sf.sess.parts[k.tid]; ps != nil {
-			if _, ok := ps[k.p]; ok {
-				ps[k.p] = sf.parts[k].ErrorCode != 0
-			}
+		ps := sf.sess.parts[k.tid]
+		if _, ok := ps[k.p]; !ok {
+			continue
+		}
+		switch code := sf.parts[k].ErrorCode; code {
+		case kerr.UnknownTopicID.Code, kerr.UnknownTopicOrPartition.Code:
+			// Deleted since it joined the session: answered once, then
+			// dropped (Kafka's clients fetch again by topic id).
+			sf.sess.forget(k.tid, k.p)
+		default:
+			ps[k.p] = code != 0
 		}
 	}
 	return total
 }
 
-// sortPartIDs orders ids by topic id then partition.
-func sortPartIDs(ids []partID) {
-	less := func(a, b partID) bool {
-		if a.tid != b.tid {
-			return string(a.tid[:]) < string(b.tid[:])
-		}
-		return a.p < b.p
+// comparePartIDs orders ids by topic id then partition.
+func comparePartIDs(a, b partID) int {
+	if c := bytes.Compare(a.tid[:], b.tid[:]); c != 0 {
+		return c
 	}
-	for i := 1; i < len(ids); i++ {
-		for j := i; j > 0 && less(ids[j], ids[j-1]); j-- {
-			ids[j], ids[j-1] = ids[j-1], ids[j]
-		}
-	}
+	return cmp.Compare(a.p, b.p)
+}
+
+// valid reports whether the fetch's group and session are still in place
+// (g.mu is released during reads). Caller holds g.mu.
+func (sf *shareFetch) valid(g *group) bool {
+	return !g.dead && g.sg != nil && g.sg.sessions[sf.member] == sf.sess
+}
+
+// unlocked runs fn with g.mu released: log reads and copies run there, so
+// a large read never blocks the group's other members. Caller holds g.mu.
+func (g *group) unlocked(fn func()) {
+	g.mu.Unlock()
+	defer g.mu.Lock()
+	fn()
 }
 
 // shareAcquirePart acquires up to budget records of one partition for
-// member and returns their batches. Caller holds g.mu (the reads are
-// page-cache reads of this partition's log; no broker lock is held).
-func (g *group) shareAcquirePart(id partID, member string, budget int32, strict bool, cfg shareSettings, maxBytes int) ([]byte, acquiredRanges, int16) {
+// member and returns their batches. Caller holds g.mu; the log reads run
+// with it released (state is decided under the lock: records already
+// acquired are re-read unlocked; new records are acquired only if the
+// window did not move during their read).
+func (g *group) shareAcquirePart(id partID, member string, budget int32, strict bool, cfg shareSettings, maxBytes int, valid func(*group) bool) ([]byte, acquiredRanges, int16) {
 	t := g.c.b.lookupID(id.tid)
 	if t == nil {
 		return nil, nil, kerr.UnknownTopicID.Code
@@ -344,7 +419,8 @@ func (g *group) shareAcquirePart(id partID, member string, budget int32, strict 
 	if p == nil {
 		return nil, nil, kerr.UnknownTopicOrPartition.Code
 	}
-	sp := g.sharePart(tpKey{t.name, id.p}, p)
+	tp := tpKey{t.name, id.p}
+	sp := g.sharePart(tp, p)
 	deadline := time.Now().Add(cfg.lockDuration)
 	upTo := p.log.HighWatermark()
 	if cfg.readCommitted {
@@ -353,35 +429,88 @@ func (g *group) shareAcquirePart(id partID, member string, budget int32, strict 
 	r1 := sp.acquireAvailable(member, budget, deadline, cfg.deliveryLimit)
 	var out []byte
 	if len(r1) > 0 {
-		b, err := readShareRange(p, r1[0].FirstOffset, r1[len(r1)-1].LastOffset, upTo)
+		var err error
+		g.unlocked(func() { out, err = readShareRange(p, r1[0].FirstOffset, r1[len(r1)-1].LastOffset, upTo) })
 		if err != nil {
 			g.c.b.log.Error("share fetch read", "partition", p.dirName(), "err", err)
 		}
-		out = b
 	}
 	budget -= r1.count()
-	if budget <= 0 || sp.end >= upTo || sp.end-sp.spso >= defaultShareMaxRecordLocks {
-		return out, r1, 0
+	ranges := r1
+	// New records, read in shareReadChunk steps so that what is read
+	// follows what the record budget and MaxBytes can use (a 1 GiB backlog
+	// costs one chunk for a one-record fetch, not a 1 GiB copy).
+	for range shareReadMaxChunks {
+		if !valid(g) || g.sg.parts[tp] != sp {
+			break
+		}
+		room := defaultShareMaxRecordLocks - (sp.end - sp.spso)
+		if budget <= 0 || sp.end >= upTo || room <= 0 || (maxBytes <= len(out) && len(out) > 0) {
+			break
+		}
+		r2, chunk, moved, code := g.shareAcquireChunk(p, tp, sp, member, min(int64(budget), room), strict, cfg, deadline, upTo,
+			max(min(maxBytes-len(out), shareReadChunk), 1), valid)
+		if code != 0 {
+			return out, ranges, code
+		}
+		if !moved {
+			break
+		}
+		out = appendNewBatches(out, chunk)
+		ranges = append(ranges, r2...)
+		budget -= r2.count()
 	}
-	rr, err := p.log.ReadUpTo(sp.end, int32(min(maxBytes, 1<<31-1)), upTo)
+	return out, ranges, 0
+}
+
+// shareAcquireChunk reads up to maxBytes (at least one batch) at sp.end
+// and acquires up to budget of its records. It returns the acquired
+// ranges, the batches holding them and whether to read on (false:
+// nothing more to read now). The read runs with g.mu released; if another
+// fetch moved the window meanwhile, the read is dropped and the caller
+// reads again from the new end.
+func (g *group) shareAcquireChunk(p *partition, tp tpKey, sp *sharePartition, member string, budget int64, strict bool, cfg shareSettings,
+	deadline time.Time, upTo int64, maxBytes int, valid func(*group) bool) (acquiredRanges, []byte, bool, int16) {
+	from := sp.end
+	var buf []byte
+	var next int64
+	var err error
+	g.unlocked(func() { buf, next, err = readShareChunk(p, from, maxBytes, upTo) })
 	if err != nil {
-		return out, r1, storageCode(err)
-	}
-	buf, err := rr.AppendTo(nil)
-	next := rr.NextOffset
-	rr.Release()
-	if err != nil {
+		if code := storageCode(err); code != kerr.KafkaStorageError.Code {
+			return nil, nil, false, code
+		}
 		g.c.b.log.Error("share fetch read", "partition", p.dirName(), "err", err)
-		return out, r1, kerr.KafkaStorageError.Code
+		return nil, nil, false, kerr.KafkaStorageError.Code
+	}
+	if !valid(g) || g.sg.parts[tp] != sp {
+		return nil, nil, false, 0
+	}
+	if sp.end != from {
+		return nil, nil, true, 0 // raced with another fetch: read again
 	}
 	bs := splitBatches(buf)
 	var aborted []storage.AbortedTxn
 	if cfg.readCommitted {
-		aborted = p.log.AbortedTransactions(sp.end, next)
+		aborted = p.log.AbortedTransactions(from, next)
 	}
-	r2, sendTo := sp.acquireNew(bs, aborted, member, budget, strict, deadline, cfg.deliveryLimit)
-	out = appendNewBatches(out, buf[:sendTo])
-	return out, append(r1, r2...), 0
+	r2, sendTo := sp.acquireNew(bs, aborted, member, int32(budget), strict, deadline, cfg.deliveryLimit)
+	return r2, buf[:sendTo], sp.end > from, 0
+}
+
+// readShareChunk copies up to maxBytes (at least one batch) of p's log
+// from offset, below upTo, and returns it and the next offset.
+func readShareChunk(p *partition, from int64, maxBytes int, upTo int64) ([]byte, int64, error) {
+	rr, err := p.log.ReadUpTo(from, int32(maxBytes), upTo)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rr.Release()
+	buf, err := rr.AppendTo(nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("share fetch read %s: %w", p.dirName(), err)
+	}
+	return buf, rr.NextOffset, nil
 }
 
 // appendNewBatches appends the batches of more that start past the last

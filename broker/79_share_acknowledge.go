@@ -69,30 +69,17 @@ func handleShareAcknowledge(c *Conn, kreq kmsg.Request, r reply) {
 		done(kerr.InvalidShareSessionEpoch.Code)
 		return
 	}
-	for _, t := range req.Topics {
-		rt := kmsg.NewShareAcknowledgeResponseTopic()
-		rt.TopicID = t.TopicID
-		for _, p := range t.Partitions {
-			bs := make([]ackBatch, 0, len(p.AcknowledgementBatches))
-			for _, b := range p.AcknowledgementBatches {
-				bs = append(bs, ackBatch{b.FirstOffset, b.LastOffset, b.AcknowledgeTypes})
-			}
-			rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
-			rp.Partition = p.Partition
-			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
-			rp.ErrorCode = g.ackShare(t.TopicID, p.Partition, member, bs, req.IsRenewAck, cfg)
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
+	waits := g.ackShareTopics(req, resp, member, cfg)
 	if req.ShareSessionEpoch == -1 {
 		g.closeShareSession(member)
 	} else {
 		s.bump()
 	}
-	durable := g.persistShareParts()
+	if closing := g.persistShareParts(); req.ShareSessionEpoch == -1 {
+		waits = append(waits, closing) // the close's releases
+	}
 	g.mu.Unlock()
-	waitThen([]<-chan error{durable}, func(err error) {
+	waitThen(waits, func(err error) {
 		if err != nil {
 			c.b.log.Error("share acknowledgements not durable", "group", group, "err", err)
 			for i := range resp.Topics {
@@ -105,4 +92,31 @@ func handleShareAcknowledge(c *Conn, kreq kmsg.Request, r reply) {
 		}
 		r(encode(resp), nil)
 	})
+}
+
+// ackShareTopics applies every partition's acknowledgements of req, fills
+// resp and returns the journal writes to wait for. Caller holds g.mu.
+func (g *group) ackShareTopics(req *kmsg.ShareAcknowledgeRequest, resp *kmsg.ShareAcknowledgeResponse, member string, cfg shareSettings) []<-chan error {
+	var waits []<-chan error
+	for _, t := range req.Topics {
+		rt := kmsg.NewShareAcknowledgeResponseTopic()
+		rt.TopicID = t.TopicID
+		for _, p := range t.Partitions {
+			bs := make([]ackBatch, 0, len(p.AcknowledgementBatches))
+			for _, b := range p.AcknowledgementBatches {
+				bs = append(bs, ackBatch{b.FirstOffset, b.LastOffset, b.AcknowledgeTypes})
+			}
+			rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
+			rp.Partition = p.Partition
+			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
+			var durable <-chan error
+			rp.ErrorCode, durable = g.ackShare(t.TopicID, p.Partition, member, bs, req.IsRenewAck, cfg)
+			if durable != nil {
+				waits = append(waits, durable)
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return waits
 }

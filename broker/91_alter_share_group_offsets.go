@@ -55,7 +55,7 @@ func handleAlterShareGroupOffsets(c *Conn, kreq kmsg.Request, r reply) {
 			} else {
 				start := min(max(rp.StartOffset, p.log.LogStartOffset()), p.log.HighWatermark())
 				sp := newSharePartition(start, &c.b.groups.share)
-				sp.dirty = true
+				sp.tid, sp.dirty = t.id, true
 				g.sg.parts[tpKey{rt.Topic, rp.Partition}] = sp
 			}
 			ot.Partitions = append(ot.Partitions, op)

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/tollgate-kafka/tollgate/broker/storage"
+	"github.com/tollgate-kafka/tollgate/configs"
 	"github.com/tollgate-kafka/tollgate/wire"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -44,7 +45,10 @@ var (
 	ErrMalformedRequest = fmt.Errorf("broker: %w", wire.ErrMalformedRequest)
 )
 
-// Config configures the built-in broker. Zero values take the defaults noted.
+// Config configures the built-in broker. Zero values take the defaults
+// noted; FsyncInterval, CleanerBackoff and CleanerDedupeBufferBytes take
+// the configuration's (configs.DefaultFsyncInterval, DefaultCleanerBackoff,
+// DefaultCleanerDedupe: one table for the gateway and the broker).
 type Config struct {
 	DataDir          string
 	Fsync            storage.FsyncPolicy
@@ -97,6 +101,21 @@ type Config struct {
 	Observer Observer
 }
 
+// setDefaults fills the zero settings that the configuration also has
+// from its one table of defaults (configs.Default*), so a broker opened
+// in code behaves as one opened from a configuration file.
+func (c *Config) setDefaults() {
+	if c.FsyncInterval <= 0 {
+		c.FsyncInterval = configs.DefaultFsyncInterval.D()
+	}
+	if c.CleanerBackoff <= 0 {
+		c.CleanerBackoff = configs.DefaultCleanerBackoff.D()
+	}
+	if c.CleanerDedupeBufferBytes <= 0 {
+		c.CleanerDedupeBufferBytes = int64(configs.DefaultCleanerDedupe)
+	}
+}
+
 // Broker is one open data directory serving Kafka requests.
 type Broker struct {
 	cfg    Config
@@ -142,6 +161,7 @@ func Open(cfg Config) (*Broker, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.setDefaults()
 	defaults, err := parseTopicDefaults(cfg.TopicDefaults)
 	if err != nil {
 		return nil, fmt.Errorf("open broker: topic defaults: %w", err)

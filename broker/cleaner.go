@@ -14,16 +14,9 @@ import (
 // filthiest first. The work itself is storage's (Log.Clean) and runs with no
 // broker lock held; produce and fetch go on meanwhile.
 
-const (
-	defaultCleanerBackoff = 15 * time.Second // log.cleaner.backoff.ms
-)
-
-func (b *Broker) cleanerBackoff() time.Duration {
-	if b.cfg.CleanerBackoff > 0 {
-		return b.cfg.CleanerBackoff
-	}
-	return defaultCleanerBackoff
-}
+// cleanerBackoff is CleanerBackoff (Open fills a zero one from the
+// defaults table, configs.DefaultCleanerBackoff).
+func (b *Broker) cleanerBackoff() time.Duration { return b.cfg.CleanerBackoff }
 
 // cleanerLoop runs cleaning passes until the broker closes.
 func (b *Broker) cleanerLoop() {

@@ -842,6 +842,13 @@ func (c *coordinator) expiryLoop(stop <-chan struct{}) {
 // groups (simple commits, no members ever) lose each offset the retention
 // period after it was committed.
 func (c *coordinator) expire(now time.Time) {
+	expired := 0
+	defer func() {
+		// One line per pass: clients can create groups at will.
+		if expired > 0 {
+			c.b.log.Info("groups expired", "count", expired)
+		}
+	}()
 	for _, g := range c.groups() {
 		// Asked before locking the group: the transaction coordinator
 		// takes txn.mu before group.mu.
@@ -865,8 +872,9 @@ func (c *coordinator) expire(now time.Time) {
 			}
 		}
 		if len(g.offsets) == 0 && len(g.pending) == 0 && (g.sg == nil || len(g.sg.parts) == 0) {
-			c.b.log.Info("group expired", "group", g.name)
+			c.b.log.Debug("group expired", "group", g.name)
 			g.removeLocked()
+			expired++
 		}
 		g.mu.Unlock()
 	}

@@ -67,6 +67,9 @@ type journal struct {
 	pending  []chan error      // FsyncAlways acks waiting for a round
 	failed   error             // sticky write or fsync failure
 	closed   bool
+	// writeFault, when set (tests only), fails writes as a full or
+	// broken disk would, before anything is written.
+	writeFault func() error
 
 	syncMu  sync.Mutex   // held during an fsync of f; compaction takes it to swap f
 	fileGen atomic.Int64 // bumped when f is replaced by a compaction
@@ -279,21 +282,34 @@ func (j *journal) put(key string, val []byte) <-chan error {
 
 // putMany writes several records with one write(2).
 func (j *journal) putMany(es []journalEntry) <-chan error {
-	if len(es) == 0 {
-		return closedErrChan
-	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	fail := func(err error) <-chan error {
+	ch, err := j.write(es)
+	if err != nil {
 		ch := make(chan error, 1)
 		ch <- err
 		return ch
 	}
+	return ch
+}
+
+// write is putMany that reports a failed write at once (nothing of es was
+// written, so the caller can keep its change pending); the channel then
+// yields the durability result.
+func (j *journal) write(es []journalEntry) (<-chan error, error) {
+	if len(es) == 0 {
+		return closedErrChan, nil
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	switch {
 	case j.closed:
-		return fail(errJournalClosed)
+		return nil, errJournalClosed
 	case j.failed != nil:
-		return fail(j.failed)
+		return nil, j.failed
+	}
+	if j.writeFault != nil {
+		if err := j.writeFault(); err != nil {
+			return nil, fmt.Errorf("write coordinator journal: %w", err)
+		}
 	}
 	var buf []byte
 	for _, e := range es {
@@ -304,7 +320,7 @@ func (j *journal) putMany(es []journalEntry) <-chan error {
 		if terr := j.f.Truncate(j.size); terr != nil {
 			j.failed = fmt.Errorf("coordinator journal: write failed and could not be undone: %w", errors.Join(err, terr))
 		}
-		return fail(fmt.Errorf("write coordinator journal: %w", err))
+		return nil, fmt.Errorf("write coordinator journal: %w", err)
 	}
 	j.size += int64(len(buf))
 	for _, e := range es {
@@ -316,7 +332,7 @@ func (j *journal) putMany(es []journalEntry) <-chan error {
 		}
 	}
 	if j.policy != storage.FsyncAlways {
-		return closedErrChan
+		return closedErrChan, nil
 	}
 	ch := make(chan error, 1)
 	j.pending = append(j.pending, ch)
@@ -324,7 +340,7 @@ func (j *journal) putMany(es []journalEntry) <-chan error {
 	case j.kick <- struct{}{}:
 	default:
 	}
-	return ch
+	return ch, nil
 }
 
 // run fsyncs: at once when FsyncAlways records wait, every interval under

@@ -43,6 +43,7 @@ const (
 	defaultShareDeliveryLimit    = 5                // group.share.delivery.count.limit
 	defaultShareMaxRecordLocks   = 2000             // group.share.partition.max.record.locks
 	defaultShareMaxRecords       = 500              // ShareFetch MaxRecords when 0 (the client's default)
+	shareFetchMaxBytes           = 55 << 20         // fetch.max.bytes: bounds ShareFetch MaxBytes, as Kafka's KafkaApis
 	groupTypeShare               = "share"          // ListGroups v5 group type
 	shareAssignorSimple          = "simple"         // Kafka's share-group assignor name
 	shareMemberIDMaxLen          = 36               // a client-generated UUID string
@@ -100,22 +101,43 @@ func (sg *shareGroup) stopTimers() {
 	}
 }
 
-// becomeShare makes g a share group if it can be one: it must not have
-// classic or consumer members. Caller holds g.mu.
+// becomeShare makes g a share group if it can be one: only a group with
+// no state of another type can. Classic or consumer members, a generation,
+// a protocol type or committed offsets (a standalone committer's group:
+// OffsetCommit at generation -1 leaves the protocol type empty) keep it
+// what it is; Kafka's GroupMetadataManager refuses to change a group's type
+// ("Group x is not a share group", GROUP_ID_NOT_FOUND). Caller holds g.mu.
 func (g *group) becomeShare() bool {
 	if g.sg != nil {
 		return true
 	}
-	if len(g.members) > 0 || len(g.pending) > 0 || (g.cg != nil && len(g.cg.members) > 0) {
-		return false
-	}
-	if g.protocolType != "" && g.protocolType != groupTypeShare && len(g.offsets) > 0 {
+	if len(g.members) > 0 || len(g.pending) > 0 || (g.cg != nil && len(g.cg.members) > 0) ||
+		g.generation > 0 || len(g.offsets) > 0 || (g.protocolType != "" && g.protocolType != groupTypeShare) {
 		return false
 	}
 	g.cg = nil
 	g.sg = newShareGroup()
 	g.protocolType = groupTypeShare
 	return true
+}
+
+// dropIfUnusedShare removes g if it is a share group holding nothing: no
+// members, sessions, share-partition state or journal record (a group
+// that a failed ShareFetch or a session on unknown partitions created).
+// Without it any client could fill the coordinator with empty groups until
+// the next expiry pass. Caller holds g.mu.
+func (g *group) dropIfUnusedShare() {
+	sg := g.sg
+	if sg == nil || g.dead || len(sg.members) > 0 || len(sg.sessions) > 0 || len(sg.parts) > 0 || sg.saved != nil || len(g.offsets) > 0 {
+		return
+	}
+	g.dead = true
+	g.state = groupDead
+	g.c.mu.Lock()
+	if g.c.gs[g.name] == g {
+		delete(g.c.gs, g.name)
+	}
+	g.c.mu.Unlock()
 }
 
 // removeSGMember drops m, releases every record it holds and ends its
@@ -137,7 +159,9 @@ func (g *group) removeSGMember(m *sgMember, why string) {
 		g.state, g.emptySince = groupEmpty, time.Now()
 	}
 	g.persistSG()
-	g.c.b.log.Info("share group member removed", "group", g.name, "member", m.id, "reason", why)
+	// Debug: any client can join and leave at will (classic LeaveGroup
+	// logs at Debug too).
+	g.c.b.log.Debug("share group member removed", "group", g.name, "member", m.id, "reason", why)
 }
 
 // armSGSession (re)starts m's session timer.

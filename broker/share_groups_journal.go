@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // Share-group membership in the coordinator journal (as Kafka keeps
@@ -58,8 +59,15 @@ func (g *group) persistSG() {
 	if bytes.Equal(raw, g.sg.saved) {
 		return
 	}
+	// saved moves only once the record is written, so a failed write is
+	// retried by the next persistSG (heartbeats call it).
+	if _, err := g.c.j.write([]journalEntry{{shareGroupKeyPrefix + g.name, raw}}); err != nil {
+		if g.c.share.writeFailed(time.Now()) {
+			g.c.b.log.Error("write share group membership (retried on the next heartbeat; logged at most once a second)", "group", g.name, "err", err)
+		}
+		return
+	}
 	g.sg.saved = raw
-	g.c.j.put(shareGroupKeyPrefix+g.name, raw)
 }
 
 // loadShareGroup restores a share group's members.

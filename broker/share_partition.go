@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -72,6 +73,7 @@ type shareRecord struct {
 
 // sharePartition is one share-partition's state.
 type sharePartition struct {
+	tid         [16]byte // topic id the state is for (zero: written before ids were kept)
 	spso, end   int64
 	recs        map[int64]*shareRecord
 	acquired    int       // records in recAcquired
@@ -87,9 +89,14 @@ func newSharePartition(start int64, counters *shareCounters) *sharePartition {
 // sharePart returns the state of tp for g, creating it at the offset
 // share.auto.offset.reset names. Caller holds g.mu.
 func (g *group) sharePart(tp tpKey, p *partition) *sharePartition {
-	// A window past the high watermark belongs to an earlier topic of
-	// that name (deleted and created again): start over.
-	if sp := g.sg.parts[tp]; sp != nil && sp.end <= p.log.HighWatermark() {
+	// State of an earlier topic of that name (deleted and created again,
+	// so another topic id) is dropped: the new topic starts fresh. State
+	// journaled without a topic id is kept unless its window is past the
+	// high watermark.
+	if sp := g.sg.parts[tp]; sp != nil && sp.sameTopic(p) {
+		if sp.tid != p.t.id {
+			sp.tid, sp.dirty = p.t.id, true
+		}
 		sp.fixStart(p.log.LogStartOffset())
 		return sp
 	}
@@ -104,9 +111,18 @@ func (g *group) sharePart(tp tpKey, p *partition) *sharePartition {
 		}
 	}
 	sp := newSharePartition(start, &g.c.share)
-	sp.dirty = true
+	sp.tid, sp.dirty = p.t.id, true
 	g.sg.parts[tp] = sp
 	return sp
+}
+
+// sameTopic reports whether sp is state of p's topic (not of a deleted
+// topic of the same name).
+func (sp *sharePartition) sameTopic(p *partition) bool {
+	if sp.tid == ([16]byte{}) {
+		return sp.end <= p.log.HighWatermark()
+	}
+	return sp.tid == p.t.id
 }
 
 // fixStart moves the SPSO up to the log start offset after retention or
@@ -477,8 +493,9 @@ func (g *group) releaseMemberRecords(member string) {
 
 // shareStateRecord is the journal document of one share-partition.
 type shareStateRecord struct {
-	SPSO int64 `json:"spso"`
-	End  int64 `json:"end"`
+	TopicID string `json:"topic_id,omitempty"` // hex; absent in records of older versions
+	SPSO    int64  `json:"spso"`
+	End     int64  `json:"end"`
 	// Runs are [first, last, delivery count] of in-flight records.
 	Runs [][3]int64 `json:"runs,omitempty"`
 }
@@ -489,6 +506,9 @@ func sharePartKey(group string, tp tpKey) string {
 
 func (sp *sharePartition) record() shareStateRecord {
 	rec := shareStateRecord{SPSO: sp.spso, End: sp.end}
+	if sp.tid != ([16]byte{}) {
+		rec.TopicID = hex.EncodeToString(sp.tid[:])
+	}
 	for o := sp.spso; o < sp.end; o++ {
 		r := sp.recs[o]
 		if r == nil {
@@ -504,18 +524,106 @@ func (sp *sharePartition) record() shareStateRecord {
 }
 
 // persistShareParts writes every changed share-partition of g to the
-// journal (one write) and returns when it is durable. Caller holds g.mu.
+// journal (one write) and returns when it is durable. A partition stays
+// dirty until a write of it succeeds, so a failed write is retried by the
+// next change or sweep. Caller holds g.mu.
 func (g *group) persistShareParts() <-chan error {
+	if g.dead || g.sg == nil {
+		return closedErrChan // deleted meanwhile (a ShareFetch read ran unlocked)
+	}
 	var es []journalEntry
+	var written []*sharePartition
 	for tp, sp := range g.sg.parts {
 		if !sp.dirty {
 			continue
 		}
-		sp.dirty = false
-		raw, _ := json.Marshal(sp.record()) // numbers only: cannot fail
-		es = append(es, journalEntry{sharePartKey(g.name, tp), raw})
+		es = append(es, journalEntry{sharePartKey(g.name, tp), sp.encode()})
+		written = append(written, sp)
 	}
-	return g.c.j.putMany(es)
+	ch, err := g.c.j.write(es)
+	if err != nil {
+		if g.c.share.writeFailed(time.Now()) {
+			g.c.b.log.Error("write share-partition state (kept pending and retried; logged at most once a second)", "group", g.name, "err", err)
+		}
+		return failedErrChan(err)
+	}
+	for _, sp := range written {
+		sp.dirty = false
+	}
+	return ch
+}
+
+// encode is sp's journal value.
+func (sp *sharePartition) encode() []byte {
+	raw, _ := json.Marshal(sp.record()) // numbers and a hex string only: cannot fail
+	return raw
+}
+
+// shareUndo is what an acknowledgement can change in a sharePartition:
+// its scalar fields and the records of the acknowledged ranges (nil: not
+// in the window's map).
+type shareUndo struct {
+	spso, end   int64
+	acquired    int
+	minDeadline time.Time
+	dirty       bool
+	recs        map[int64]*shareRecord
+}
+
+// undoFor records the state that acknowledging bs may change, so that
+// restore can put it back if the change cannot be written. The cost is the
+// acknowledged records, not the window.
+func (sp *sharePartition) undoFor(bs []ackBatch) shareUndo {
+	u := shareUndo{spso: sp.spso, end: sp.end, acquired: sp.acquired, minDeadline: sp.minDeadline, dirty: sp.dirty,
+		recs: map[int64]*shareRecord{}}
+	for _, b := range bs {
+		for o := max(b.first, sp.spso); o <= b.last && o < sp.end; o++ {
+			if r := sp.recs[o]; r != nil {
+				rc := *r
+				u.recs[o] = &rc
+			}
+		}
+	}
+	return u
+}
+
+// restore undoes the acknowledgement undoFor was taken for.
+func (sp *sharePartition) restore(u shareUndo) {
+	sp.spso, sp.end, sp.acquired, sp.minDeadline, sp.dirty = u.spso, u.end, u.acquired, u.minDeadline, u.dirty
+	for o, r := range u.recs {
+		sp.recs[o] = r
+	}
+}
+
+// failedErrChan yields err.
+func failedErrChan(err error) <-chan error {
+	ch := make(chan error, 1)
+	ch <- err
+	return ch
+}
+
+// dropShareTopic removes every share group's state for topic name with
+// id (and state without an id) once the topic is deleted, as Kafka's share
+// coordinator deletes the share-partition state of a deleted topic.
+func (c *coordinator) dropShareTopic(name string, id [16]byte) {
+	for _, g := range c.groups() {
+		g.mu.Lock()
+		if g.sg != nil && !g.dead {
+			var es []journalEntry
+			for tp, sp := range g.sg.parts {
+				if tp.topic == name && (sp.tid == id || sp.tid == ([16]byte{})) {
+					delete(g.sg.parts, tp)
+					es = append(es, journalEntry{sharePartKey(g.name, tp), nil})
+				}
+			}
+			if _, err := g.c.j.write(es); err != nil {
+				// The topic id in the record still keeps a recreated
+				// topic from using it.
+				c.b.log.Warn("delete share state of a deleted topic", "group", g.name, "topic", name, "err", err)
+			}
+		}
+		g.mu.Unlock()
+	}
 }
 
 // deleteShareParts removes g's share-partition state for the topics in
@@ -555,6 +663,11 @@ func (c *coordinator) loadSharePart(e journalEntry) error {
 		return fmt.Errorf("coordinator journal: share-partition state for non-share group %q", parts[0])
 	}
 	sp := newSharePartition(rec.SPSO, &c.share)
+	if rec.TopicID != "" {
+		if n, err := hex.Decode(sp.tid[:], []byte(rec.TopicID)); err != nil || n != len(sp.tid) {
+			return fmt.Errorf("coordinator journal: share-partition %q: bad topic id %q", e.key, rec.TopicID)
+		}
+	}
 	sp.end = max(rec.End, rec.SPSO)
 	for _, run := range rec.Runs {
 		for o := max(run[0], rec.SPSO); o <= run[1] && o < sp.end; o++ {

@@ -26,24 +26,40 @@ type shareSession struct {
 	// Kafka's CachedSharePartition.requiresUpdateInResponse.
 	parts map[[16]byte]map[int32]bool
 	order [][16]byte // topic ids in the order they joined (response order)
+	size  int        // partitions in parts
 	conn  *Conn
 }
 
-func (s *shareSession) add(tid [16]byte, p int32) {
+// maxShareSessionPartitions bounds the partitions of one share session
+// (the broker's per-topic partition limit): only partitions that exist are
+// kept, so a legitimate member never comes near it.
+const maxShareSessionPartitions = maxPartitions
+
+// add adds (tid, p) to the session; false if the session is full.
+func (s *shareSession) add(tid [16]byte, p int32) bool {
 	ps := s.parts[tid]
+	if _, ok := ps[p]; ok {
+		return true
+	}
+	if s.size >= maxShareSessionPartitions {
+		return false
+	}
 	if ps == nil {
 		ps = map[int32]bool{}
 		s.parts[tid] = ps
 		s.order = append(s.order, tid)
 	}
-	if _, ok := ps[p]; !ok {
-		ps[p] = true
-	}
+	ps[p] = true
+	s.size++
+	return true
 }
 
 func (s *shareSession) forget(tid [16]byte, p int32) {
 	if ps := s.parts[tid]; ps != nil {
-		delete(ps, p)
+		if _, ok := ps[p]; ok {
+			delete(ps, p)
+			s.size--
+		}
 		if len(ps) == 0 {
 			delete(s.parts, tid)
 			for i, t := range s.order {
@@ -164,6 +180,7 @@ func (b *Broker) shareConnClosed(c *Conn) {
 		}
 		if g.sg != nil && g.sg.sessions[member] != nil && g.sg.sessions[member].conn == c {
 			g.closeShareSession(member)
+			g.dropIfUnusedShare()
 		}
 		g.mu.Unlock()
 	}

@@ -15,6 +15,7 @@ type shareCounters struct {
 	archived      atomic.Int64 // records archived at the delivery-count limit
 	ackErrors     atomic.Int64 // acknowledgements refused (INVALID_REQUEST, INVALID_RECORD_STATE, unknown partition)
 	lastAckErrLog atomic.Int64 // unix nanos of the last ack-error log line
+	lastWriteLog  atomic.Int64 // unix nanos of the last state-write-failure log line
 }
 
 func (sc *shareCounters) expired(n int) {
@@ -39,6 +40,13 @@ func (sc *shareCounters) ackRefused(now time.Time) bool {
 	sc.ackErrors.Add(1)
 	last := sc.lastAckErrLog.Load()
 	return now.UnixNano()-last >= int64(shareAckErrLogEvery) && sc.lastAckErrLog.CompareAndSwap(last, now.UnixNano())
+}
+
+// writeFailed reports whether to log a failed share-state write now (at
+// most once a second: the lock sweep retries every 100 ms).
+func (sc *shareCounters) writeFailed(now time.Time) bool {
+	last := sc.lastWriteLog.Load()
+	return now.UnixNano()-last >= int64(shareAckErrLogEvery) && sc.lastWriteLog.CompareAndSwap(last, now.UnixNano())
 }
 
 // ShareCounters are the built-in broker's share-group totals since start.

@@ -470,6 +470,9 @@ func (b *Broker) deleteTopic(t *topic) error {
 			errs = append(errs, fmt.Errorf("delete %s: %w", p.dirName(), err))
 		}
 	}
+	if b.groups != nil {
+		b.groups.dropShareTopic(t.name, t.id)
+	}
 	b.log.Info("deleted topic", "topic", t.name)
 	if err := errors.Join(errs...); err != nil {
 		b.log.Warn("delete topic folders (removed on next start)", "topic", t.name, "err", err)

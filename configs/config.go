@@ -20,7 +20,7 @@ const (
 	// Listener.Brokers
 	BrokersPortPerBroker = "port-per-broker" // one port per broker: base + node id
 	BrokersSNI           = "sni"             // one TLS port; the broker is chosen by the TLS server name
-	BrokersSinglePort    = "single-port"     // not supported yet
+	BrokersSinglePort    = "single-port"     // the whole cluster as one virtual broker (single_port.go)
 
 	// Admin.Listen value that disables the admin server.
 	AdminOff = "off"
@@ -81,6 +81,9 @@ type Listener struct {
 	SASL *ListenerSASL `yaml:"sasl,omitempty"`
 	// SNI names the hosts of a "brokers: sni" listener (see edge.go).
 	SNI *ListenerSNI `yaml:"sni,omitempty"`
+	// VirtualNode is the node id a "brokers: single-port" listener
+	// presents the whole cluster as (default 0; see single_port.go).
+	VirtualNode *int `yaml:"virtual_node,omitempty"`
 }
 
 // Upstream is the Kafka cluster the gateway forwards to.
@@ -114,6 +117,9 @@ type Upstream struct {
 	// responses carry no address) instead of closing the connection.
 	// Policy can still deny them by key number or the group "unknown".
 	ForwardUnknownAPIs bool `yaml:"forward_unknown_apis,omitempty"`
+
+	// proxyURL is Proxy as Validate parsed it (ProxyURL).
+	proxyURL *parsedProxyURL
 }
 
 // UpstreamTLS configures TLS towards the upstream brokers. Files are PEM.
@@ -128,6 +134,9 @@ type UpstreamTLS struct {
 	ServerName string `yaml:"server_name,omitempty"`
 	// InsecureSkipVerify disables certificate verification (testing only).
 	InsecureSkipVerify bool `yaml:"insecure_skip_verify,omitempty"`
+
+	// parsed is what Validate parsed (Material).
+	parsed *upstreamTLSParsed
 }
 
 // Broker configures the built-in broker, used when there is no upstream.
@@ -220,7 +229,9 @@ type Log struct {
 }
 
 // Default values, shared by Default, the decoder (a section or list entry
-// the file mentions starts from these) and the docs.
+// the file mentions starts from these) and the docs. This is the one table
+// of defaults: proxy.Options and broker.Config fill their zero settings
+// from it too (DESIGN.md, "Configuration → plan → gateway").
 const (
 	DefaultListen          = "127.0.0.1:9092"
 	DefaultAdminListen     = "127.0.0.1:9089" // below the default bootstrap port, so no broker port (bootstrap+1+N) can be it

@@ -19,8 +19,23 @@ import (
 // mistaken path (a log, a device) should fail fast rather than fill memory.
 const MaxFileBytes = 8 << 20
 
-// Load reads the file at path and parses it; errors name the path.
+// Load reads the file at path and parses it (Read, then Validate);
+// errors name the path.
 func Load(path string) (*Config, error) {
+	c, err := Read(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Read reads the file at path and decodes it without validating it (see
+// Decode): a caller that overlays values of its own (flags) validates the
+// effective configuration once, with Validate.
+func Read(path string) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
@@ -33,20 +48,36 @@ func Load(path string) (*Config, error) {
 	if len(data) > MaxFileBytes {
 		return nil, fmt.Errorf("read config %s: larger than %d bytes", path, MaxFileBytes)
 	}
-	return Parse(data, path)
+	return Decode(data, path)
 }
 
-// Parse decodes one YAML document strictly (an unknown field is an error),
-// starting from Default: a field the file leaves out keeps its default, and
-// a listener or upstream section the file adds starts from that section's
-// defaults. It then fills the derived defaults (the first listener's name)
-// and runs Validate. Every problem is reported, joined with errors.Join,
-// each a *FieldError reading "source:line:col: field.path: message".
+// Parse decodes one YAML document (Decode) and validates it (Validate).
+// Every problem is reported, joined with errors.Join, each a *FieldError
+// reading "source:line:col: field.path: message".
+func Parse(data []byte, source string) (*Config, error) {
+	c, err := Decode(data, source)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Decode decodes one YAML document strictly (an unknown field is an
+// error), starting from Default: a field the file leaves out keeps its
+// default, and a listener or upstream section the file adds starts from
+// that section's defaults. It then fills the derived defaults (the first
+// listener's name). It does not validate: the problems the decoder found
+// in values (a wrong type, an unknown field) are kept and reported by
+// Validate together with the rest, so that values set afterwards (flags)
+// are validated with the file, once. Only a file that is not YAML at all
+// (or holds two documents) fails here.
 //
 // An empty file, or one of only comments, is the default configuration.
-// A file with more than one YAML document is rejected. A null value
-// ("key:" or "key: ~") means the default.
-func Parse(data []byte, source string) (*Config, error) {
+// A null value ("key:" or "key: ~") means the default.
+func Decode(data []byte, source string) (*Config, error) {
 	if source == "" {
 		source = "<config>"
 	}
@@ -61,18 +92,9 @@ func Parse(data []byte, source string) (*Config, error) {
 		d.mark("", root, false, "")
 		d.value(root, "", reflect.ValueOf(c).Elem())
 	}
-	c.meta = &sourceMeta{source: source, marks: d.marks}
+	c.meta = &sourceMeta{source: source, marks: d.marks, decodeErrs: d.errs.list(source)}
 	c.Policy.setLines(c.meta)
 	c.fillDerived()
-
-	errs := d.errs.list(source)
-	if verr := c.Validate(); verr != nil {
-		errs = append(errs, unjoin(verr)...)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	c.normalizeTopicDefaults()
 	return c, nil
 }
 

@@ -157,9 +157,12 @@ func MatchBrokerHost(pattern, name string) int32 {
 
 // upstreamProxy checks upstream.proxy, proxy_ca and no_proxy.
 func (v *validator) upstreamProxy(u *Upstream) {
+	u.proxyURL = nil
 	if u.Proxy != "" {
-		if _, err := ParseProxyURL(u.Proxy); err != nil {
+		if pu, err := ParseProxyURL(u.Proxy); err != nil {
 			v.errf("upstream.proxy", u.Proxy, "%s", err)
+		} else {
+			u.proxyURL = &parsedProxyURL{raw: u.Proxy, url: pu}
 		}
 	}
 	if u.ProxyCA != "" {
@@ -174,6 +177,23 @@ func (v *validator) upstreamProxy(u *Upstream) {
 			v.errf(fmt.Sprintf("upstream.no_proxy[%d]", i), e, "%q: %s", e, err)
 		}
 	}
+}
+
+// parsedProxyURL is upstream.proxy as Validate parsed it, with the text
+// it was parsed from.
+type parsedProxyURL struct {
+	raw string
+	url *url.URL
+}
+
+// ProxyURL returns upstream.proxy parsed (ParseProxyURL): as Validate
+// parsed it, or parsed now when Proxy changed since (or was never
+// validated). The URL is shared: do not modify it.
+func (u *Upstream) ProxyURL() (*url.URL, error) {
+	if p := u.proxyURL; p != nil && p.raw == u.Proxy {
+		return p.url, nil
+	}
+	return ParseProxyURL(u.Proxy)
 }
 
 // ParseProxyURL parses an upstream.proxy value and checks its scheme,
@@ -248,7 +268,7 @@ type CertKeyPair struct {
 }
 
 // keyPair checks one entry of a certificates list.
-func (v *validator) keyPair(p, cert, key string) {
+func (v *validator) keyPair(p, cert, key string) (tls.Certificate, bool) {
 	switch {
 	case cert == "":
 		v.errf(p+".cert", nil, "a certificate is required (cert and key)")
@@ -256,9 +276,13 @@ func (v *validator) keyPair(p, cert, key string) {
 		v.errf(p+".key", nil, "a key is required (cert and key)")
 	default:
 		if v.file(p+".cert", cert) && v.file(p+".key", key) {
-			if _, err := tls.LoadX509KeyPair(cert, key); err != nil {
+			c, err := tls.LoadX509KeyPair(cert, key)
+			if err != nil {
 				v.errf(p+".cert", cert, "load key pair %s and %s: %s", cert, key, err)
+				return tls.Certificate{}, false
 			}
+			return c, true
 		}
 	}
+	return tls.Certificate{}, false
 }

@@ -56,6 +56,8 @@ type mark struct {
 type sourceMeta struct {
 	source string
 	marks  map[string]mark
+	// decodeErrs are the decoder's problems, reported by Validate first.
+	decodeErrs []error
 }
 
 // errorList collects FieldErrors up to maxErrors.

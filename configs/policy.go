@@ -50,6 +50,59 @@ type Policy struct {
 	// Source is the file the policy was read from ("" when built in
 	// code), for warnings that name a line.
 	Source string `yaml:"-"`
+
+	// parsed is what Validate compiled (Regex, Address, APIKeys).
+	parsed *policyParsed
+}
+
+// policyParsed holds the policy's regexes, address patterns and API sets
+// as Validate compiled them, keyed by the text the rules give, so that
+// package policy compiles nothing again. Ownership: written by Validate,
+// read-only afterwards (shared by copies of the Policy).
+type policyParsed struct {
+	regex map[string]*regexp.Regexp
+	addr  map[string]netip.Prefix
+	api   map[string][]int16
+}
+
+// Regex returns the compiled form of a StringMatch regex (CompileRegex):
+// the one Validate compiled, or compiled now for an expression Validate
+// has not seen. A *regexp.Regexp is safe for concurrent use.
+func (p *Policy) Regex(expr string) (*regexp.Regexp, error) {
+	if re, ok := p.parsed.lookupRegex(expr); ok {
+		return re, nil
+	}
+	return CompileRegex(expr)
+}
+
+// Address returns a parsed Match.Address entry (ParseAddressPattern), as
+// Regex does.
+func (p *Policy) Address(s string) (netip.Prefix, error) {
+	if p.parsed != nil {
+		if a, ok := p.parsed.addr[s]; ok {
+			return a, nil
+		}
+	}
+	return ParseAddressPattern(s)
+}
+
+// APIKeys returns a resolved Match.API entry (ResolveAPI), as Regex does.
+// The slice is shared: do not modify it.
+func (p *Policy) APIKeys(s string) ([]int16, error) {
+	if p.parsed != nil {
+		if k, ok := p.parsed.api[s]; ok {
+			return k, nil
+		}
+	}
+	return ResolveAPI(s)
+}
+
+func (pp *policyParsed) lookupRegex(expr string) (*regexp.Regexp, bool) {
+	if pp == nil {
+		return nil, false
+	}
+	re, ok := pp.regex[expr]
+	return re, ok
 }
 
 // Rule is one policy rule.
@@ -330,6 +383,9 @@ var ruleNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 func (v *validator) policy() {
 	p := &v.c.Policy
+	pp := &policyParsed{regex: map[string]*regexp.Regexp{}, addr: map[string]netip.Prefix{}, api: map[string][]int16{}}
+	v.pp = pp
+	defer func() { v.pp, p.parsed = nil, pp }()
 	switch p.Default {
 	case PolicyAllow, PolicyDeny:
 	default:
@@ -384,13 +440,17 @@ func (v *validator) match(path string, m *Match, listeners map[string]bool) {
 		}
 	}
 	for i, a := range m.Address {
-		if _, err := ParseAddressPattern(a); err != nil {
+		if pfx, err := ParseAddressPattern(a); err != nil {
 			v.errf(fmt.Sprintf("%s.address[%d]", path, i), a, "%s", err)
+		} else {
+			v.pp.addr[a] = pfx
 		}
 	}
 	for i, a := range m.API {
-		if _, err := ResolveAPI(a); err != nil {
+		if keys, err := ResolveAPI(a); err != nil {
 			v.errf(fmt.Sprintf("%s.api[%d]", path, i), a, "%s", err)
+		} else {
+			v.pp.api[a] = keys
 		}
 	}
 	if r := m.APIVersions; r != nil {
@@ -425,7 +485,11 @@ func (v *validator) stringMatch(path string, m *StringMatch) {
 		}
 	}
 	for i, re := range m.Regex {
-		if _, err := CompileRegex(re); err != nil {
+		compiled, err := CompileRegex(re)
+		if err == nil && v.pp != nil {
+			v.pp.regex[re] = compiled
+		}
+		if err != nil {
 			// The message of a *syntax.Error quotes the anchored
 			// expression, which the operator did not write: show the code.
 			msg := err.Error()

@@ -104,6 +104,9 @@ type ListenerTLS struct {
 	// per entry: "RULE:pattern/replacement/[LU]" or "DEFAULT". Empty
 	// means [DEFAULT] (the DN itself).
 	PrincipalMappingRules []string `yaml:"principal_mapping_rules,omitempty"`
+
+	// parsed is what Validate parsed (Material, PrincipalRules).
+	parsed *listenerTLSParsed
 }
 
 // ListenerSASL is SASL termination on one listener.
@@ -345,9 +348,17 @@ func TLSVersion(s string) (uint16, error) {
 	return 0, fmt.Errorf("%q: want \"1.2\" or \"1.3\"", s)
 }
 
+// listenerTLS checks a listener's TLS section and, when it has no
+// problem, keeps what it parsed (ListenerTLS.Material, PrincipalRules).
 func (v *validator) listenerTLS(p string, t *ListenerTLS) {
+	t.parsed = nil
+	before := v.errs.count()
+	m := &TLSMaterial{}
+	var extra []tls.Certificate
 	for i, pair := range t.Certificates {
-		v.keyPair(fmt.Sprintf("%s.certificates[%d]", p, i), pair.Cert, pair.Key)
+		if c, ok := v.keyPair(fmt.Sprintf("%s.certificates[%d]", p, i), pair.Cert, pair.Key); ok {
+			extra = append(extra, c)
+		}
 	}
 	switch {
 	case t.Cert == "":
@@ -358,30 +369,62 @@ func (v *validator) listenerTLS(p string, t *ListenerTLS) {
 		certOK := v.file(p+".cert", t.Cert)
 		keyOK := v.file(p+".key", t.Key)
 		if certOK && keyOK {
-			if _, err := tls.LoadX509KeyPair(t.Cert, t.Key); err != nil {
+			if c, err := tls.LoadX509KeyPair(t.Cert, t.Key); err != nil {
 				v.errf(p+".cert", t.Cert, "load key pair %s and %s: %s", t.Cert, t.Key, err)
+			} else {
+				m.Certificates = append(m.Certificates, c)
 			}
 		}
 	}
+	m.Certificates = append(m.Certificates, extra...)
 	if t.ClientCA != "" && v.file(p+".client_ca", t.ClientCA) {
-		if data, err := os.ReadFile(t.ClientCA); err != nil {
-			v.errf(p+".client_ca", t.ClientCA, "read %s: %s", t.ClientCA, err)
-		} else if !x509.NewCertPool().AppendCertsFromPEM(data) {
-			v.errf(p+".client_ca", t.ClientCA, "%s holds no PEM certificate", t.ClientCA)
-		}
+		m.CAs = v.caPool(p+".client_ca", t.ClientCA)
 	}
 	ver, err := TLSVersion(t.MinVersion)
 	if err != nil {
 		v.errf(p+".min_version", t.MinVersion, "%s", err)
 	}
+	m.MinVersion = ver
 	for i, c := range t.Ciphers {
-		if _, err := CipherSuiteIDs([]string{c}); err != nil {
+		if ids, err := CipherSuiteIDs([]string{c}); err != nil {
 			v.errf(fmt.Sprintf("%s.ciphers[%d]", p, i), c, "%s", err)
+		} else {
+			m.CipherSuites = append(m.CipherSuites, ids...)
 		}
 	}
 	if len(t.Ciphers) > 0 && ver == tls.VersionTLS13 {
 		v.errf(p+".ciphers", nil, "ciphers apply to TLS 1.2 only, and min_version is 1.3")
 	}
+	rules := v.principal(p, t)
+	if v.errs.count() == before {
+		paths := []string{t.Cert, t.Key, t.ClientCA}
+		for _, c := range t.Certificates {
+			paths = append(paths, c.Cert, c.Key)
+		}
+		m.Files = v.files(paths...)
+		t.parsed = &listenerTLSParsed{from: *t, material: m, rules: rules}
+	}
+}
+
+// caPool reads and parses a CA bundle v.file has checked, or reports why
+// it cannot (nil).
+func (v *validator) caPool(field, path string) *x509.CertPool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		v.errf(field, path, "read %s: %s", path, err)
+		return nil
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		v.errf(field, path, "%s holds no PEM certificate", path)
+		return nil
+	}
+	return pool
+}
+
+// principal checks principal_from and principal_mapping_rules and returns
+// the parsed rules ([DEFAULT] when there are none).
+func (v *validator) principal(p string, t *ListenerTLS) []PrincipalRule {
 	switch t.PrincipalFrom {
 	case PrincipalFromDN, PrincipalFromCN, PrincipalFromSANDNS, PrincipalFromSANURI, PrincipalFromSANEmail:
 	default:
@@ -390,14 +433,21 @@ func (v *validator) listenerTLS(p string, t *ListenerTLS) {
 	if t.PrincipalFrom != PrincipalFromDN && len(t.PrincipalMappingRules) > 0 {
 		v.errf(p+".principal_mapping_rules", nil, "mapping rules apply to the subject DN, and principal_from is %s: set one or the other", t.PrincipalFrom)
 	}
+	rules := []PrincipalRule{{Default: true}}
+	if len(t.PrincipalMappingRules) > 0 {
+		rules = nil
+	}
 	for i, r := range t.PrincipalMappingRules {
-		if _, err := ParsePrincipalRule(r); err != nil {
+		if pr, err := ParsePrincipalRule(r); err != nil {
 			v.errf(fmt.Sprintf("%s.principal_mapping_rules[%d]", p, i), r, "%s", err)
+		} else {
+			rules = append(rules, pr)
 		}
 	}
 	if (t.PrincipalFrom != "" || len(t.PrincipalMappingRules) > 0) && t.ClientCA == "" {
 		v.errf(p+".client_ca", nil, "principal_from and principal_mapping_rules need client certificates: set client_ca")
 	}
+	return rules
 }
 
 func (v *validator) listenerSASL(p string, s *ListenerSASL) {

@@ -2,13 +2,13 @@ package configs
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"math"
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -22,15 +22,40 @@ const AssumedNodeSpan = 100
 
 // Validate checks every field and the relations between them (port
 // overlaps, preauth <= max frame) and returns all problems joined with
-// errors.Join, or nil. For a parsed config each error names the file, line
-// and column of the value, as long as the value is still the one read from
-// the file. TLS files are opened and parsed, so a missing or unreadable
-// file is reported here, with its path.
+// errors.Join, or nil; for a decoded config the decoder's problems come
+// first. For a parsed config each error names the file, line and column
+// of the value, as long as the value is still the one read from the file
+// (a value a flag replaced is named by its field only). Validate checks
+// the effective configuration: run it once, after every overlay.
+//
+// What Validate has to parse to check, it keeps, and the plan
+// (gateway.Provision) takes it from there instead of parsing again: the
+// TLS sections' key pairs, CA pools, version and suites
+// (ListenerTLS.Material, UpstreamTLS.Material), the principal mapping
+// rules (ListenerTLS.PrincipalRules) and the policy's regexes, address
+// patterns and API sets (Policy.Regex, Address, APIKeys) and
+// upstream.proxy (Upstream.ProxyURL). TLS files are
+// opened and parsed here, so a missing or unreadable file is reported
+// here, with its path. On success, broker.defaults are rewritten in
+// canonical form.
 func (c *Config) Validate() error {
 	v := &validator{c: c}
 	if c.meta != nil {
 		v.source, v.marks = c.meta.source, c.meta.marks
 	}
+	errs := v.check()
+	if c.meta != nil {
+		errs = append(slices.Clone(c.meta.decodeErrs), errs...)
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	c.normalizeTopicDefaults()
+	return nil
+}
+
+// check runs every section's checks and returns the problems found.
+func (v *validator) check() []error {
 	v.listeners()
 	v.upstream()
 	v.broker()
@@ -40,7 +65,7 @@ func (c *Config) Validate() error {
 	v.audit()
 	v.policy()
 	v.ports()
-	return errors.Join(v.errs.list(v.source)...)
+	return v.errs.list(v.source)
 }
 
 type validator struct {
@@ -48,6 +73,10 @@ type validator struct {
 	source string
 	marks  map[string]mark
 	errs   errorList
+	// pp collects what the policy checks compile, while they run.
+	pp *policyParsed
+	// seen are the files v.file found acceptable (TLSMaterial.Files).
+	seen map[string]os.FileInfo
 }
 
 // pos finds the position of path, or of its nearest recorded parent. A
@@ -121,9 +150,9 @@ func (v *validator) listeners() {
 		case BrokersSNI:
 			v.listenerSNI(p, l)
 		case BrokersSinglePort:
-			v.errf(p+".brokers", l.Brokers, "%q is not supported yet: use %q or %q", l.Brokers, BrokersPortPerBroker, BrokersSNI)
+			v.listenerSinglePort(p, l)
 		default:
-			v.errf(p+".brokers", l.Brokers, "%q is not a broker addressing mode: want %q or %q", l.Brokers, BrokersPortPerBroker, BrokersSNI)
+			v.errf(p+".brokers", l.Brokers, "%q is not a broker addressing mode: want %q, %q or %q", l.Brokers, BrokersPortPerBroker, BrokersSNI, BrokersSinglePort)
 		}
 		if b := l.BrokerPortBase; b != nil {
 			if *b < 0 || *b > 65535 {
@@ -215,8 +244,13 @@ func (v *validator) upstream() {
 	v.upstreamProxy(u)
 }
 
+// upstreamTLS checks the upstream TLS section and, when it has no
+// problem, keeps what it parsed (UpstreamTLS.Material).
 func (v *validator) upstreamTLS(t *UpstreamTLS) {
 	const p = "upstream.tls"
+	t.parsed = nil
+	before := v.errs.count()
+	m := &TLSMaterial{}
 	switch {
 	case t.Cert != "" && t.Key == "":
 		v.errf(p+".key", nil, "cert is set but key is not: a client certificate needs both")
@@ -226,21 +260,22 @@ func (v *validator) upstreamTLS(t *UpstreamTLS) {
 		certOK := v.file(p+".cert", t.Cert)
 		keyOK := v.file(p+".key", t.Key)
 		if certOK && keyOK {
-			if _, err := tls.LoadX509KeyPair(t.Cert, t.Key); err != nil {
+			if c, err := tls.LoadX509KeyPair(t.Cert, t.Key); err != nil {
 				v.errf(p+".cert", t.Cert, "load key pair %s and %s: %s", t.Cert, t.Key, err)
+			} else {
+				m.Certificates = []tls.Certificate{c}
 			}
 		}
 	}
 	if t.CA != "" && v.file(p+".ca", t.CA) {
-		data, err := os.ReadFile(t.CA)
-		if err != nil {
-			v.errf(p+".ca", t.CA, "read %s: %s", t.CA, err)
-		} else if !x509.NewCertPool().AppendCertsFromPEM(data) {
-			v.errf(p+".ca", t.CA, "%s holds no PEM certificate", t.CA)
-		}
+		m.CAs = v.caPool(p+".ca", t.CA)
 		if t.InsecureSkipVerify {
 			v.errf(p+".insecure_skip_verify", t.InsecureSkipVerify, "insecure_skip_verify would ignore ca %s: set one or the other", t.CA)
 		}
+	}
+	if v.errs.count() == before {
+		m.Files = v.files(t.Cert, t.Key, t.CA)
+		t.parsed = &upstreamTLSParsed{from: *t, material: m}
 	}
 }
 
@@ -266,6 +301,10 @@ func (v *validator) file(field, path string) bool {
 		v.errf(field, path, "%s is %d bytes, too large for a PEM file", path, fi.Size())
 		return false
 	}
+	if v.seen == nil {
+		v.seen = map[string]os.FileInfo{}
+	}
+	v.seen[path] = fi
 	return true
 }
 

@@ -22,6 +22,9 @@ func edgeOptions(cfg *configs.Config, opts *proxy.Options, log *slog.Logger) err
 			opts.Listeners[i].SNI = &proxy.SNIOptions{BootstrapHost: l.SNI.BootstrapHost, BrokerHost: l.SNI.BrokerHost,
 				NoSNIBootstrap: l.SNI.BootstrapOnNoSNI()}
 		}
+		if l.Brokers == configs.BrokersSinglePort && i < len(opts.Listeners) {
+			opts.Listeners[i].SinglePort = &proxy.SinglePortOptions{VirtualNode: l.VirtualNodeID()}
+		}
 	}
 	if u := cfg.Upstream; cfg.UpstreamMode() && u.Proxy != "" {
 		d, err := egressDialer(u)
@@ -36,7 +39,7 @@ func edgeOptions(cfg *configs.Config, opts *proxy.Options, log *slog.Logger) err
 
 // egressDialer builds the dialer through upstream.proxy.
 func egressDialer(u *configs.Upstream) (*egress.Dialer, error) {
-	pu, err := configs.ParseProxyURL(u.Proxy)
+	pu, err := u.ProxyURL() // parsed by Validate
 	if err != nil {
 		return nil, fmt.Errorf("upstream.proxy: %w", err)
 	}

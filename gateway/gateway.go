@@ -204,9 +204,16 @@ func (g *Gateway) Close(ctx context.Context) error {
 
 // Reload loads file and swaps in its policy, keeping the rate budgets of
 // rules whose name and rate are unchanged. Other sections need a restart.
-func (g *Gateway) Reload(file string) (err error) {
+func (g *Gateway) Reload(file string) error {
+	return g.ReloadFrom(func() (*configs.Config, error) { return configs.Load(file) })
+}
+
+// ReloadFrom is Reload with the configuration from load, which returns
+// it validated: tollgate passes the same path it started from (the file
+// with the flags overlaid), so a reload sees what a restart would.
+func (g *Gateway) ReloadFrom(load func() (*configs.Config, error)) (err error) {
 	defer func() { g.policy.reloaded(time.Now(), err) }()
-	cfg, err := configs.Load(file)
+	cfg, err := load()
 	if err != nil {
 		return err
 	}

@@ -37,9 +37,12 @@ type Plan struct {
 	closers []func()
 }
 
-// Provision turns a validated configuration into a plan. It fails with
-// the first section that cannot be provisioned, and releases what it had
-// provisioned by then.
+// Provision turns a validated configuration into a plan. What
+// validation parsed (configs.TLSMaterial, the principal rules, the
+// policy's patterns, the proxy URL) is taken from the configuration, not
+// parsed again (DESIGN.md, "Configuration → plan → gateway"). It fails
+// with the first section that cannot be provisioned, and releases what it
+// had provisioned by then.
 func Provision(cfg *configs.Config, log *slog.Logger) (*Plan, error) {
 	p := &Plan{Config: cfg}
 	if err := p.provision(log); err != nil {

@@ -79,7 +79,7 @@ func CompileFrom(prev *Engine, cfg configs.Policy) (*Engine, []Warning, error) {
 	for i := range cfg.Rules {
 		src := &cfg.Rules[i]
 		name := cfg.RuleName(i)
-		r, err := compileRule(i, src, name)
+		r, err := compileRule(&cfg, i, src, name)
 		if err != nil {
 			return nil, nil, fmt.Errorf("policy rule %s%s: %w", name, lineSuffix(cfg.Source, src.Line), err)
 		}

@@ -19,13 +19,14 @@ type strMatcher struct {
 	src    *configs.StringMatch // for the reachability analysis
 }
 
-func compileString(m *configs.StringMatch) (*strMatcher, error) {
+// compileString takes the regexes as Validate compiled them (pol.Regex).
+func compileString(pol *configs.Policy, m *configs.StringMatch) (*strMatcher, error) {
 	if m == nil {
 		return nil, nil
 	}
 	c := &strMatcher{exact: slices.Clone(m.Exact), prefix: slices.Clone(m.Prefix), src: m}
 	for _, expr := range m.Regex {
-		re, err := configs.CompileRegex(expr)
+		re, err := pol.Regex(expr)
 		if err != nil {
 			return nil, fmt.Errorf("regex %q: %w", expr, err)
 		}
@@ -221,7 +222,9 @@ func (e *Engine) rulesFor(key int16) []int32 {
 	return e.anyKey
 }
 
-func compileRule(i int, src *configs.Rule, name string) (*rule, error) {
+// compileRule builds rule i from what Validate parsed (pol.Address,
+// APIKeys, Regex); pol parses only what Validate has not seen.
+func compileRule(pol *configs.Policy, i int, src *configs.Rule, name string) (*rule, error) {
 	r := &rule{name: name, index: i, line: src.Line, src: src, vmin: 0, vmax: 32767}
 	switch src.Action {
 	case configs.PolicyAllow:
@@ -241,7 +244,7 @@ func compileRule(i int, src *configs.Rule, name string) (*rule, error) {
 		r.listeners = slices.Clone(m.Listener)
 	}
 	for _, a := range m.Address {
-		p, err := configs.ParseAddressPattern(a)
+		p, err := pol.Address(a)
 		if err != nil {
 			return nil, err
 		}
@@ -249,7 +252,7 @@ func compileRule(i int, src *configs.Rule, name string) (*rule, error) {
 	}
 	r.anyKey = len(m.API) == 0
 	for _, a := range m.API {
-		keys, err := configs.ResolveAPI(a)
+		keys, err := pol.APIKeys(a)
 		if err != nil {
 			return nil, err
 		}
@@ -272,7 +275,7 @@ func compileRule(i int, src *configs.Rule, name string) (*rule, error) {
 		name string
 	}{{&r.clientID, m.ClientID, "client_id"}, {&r.principal, m.Principal, "principal"}, {&r.topic, m.Topic, "topic"},
 		{&r.topicNot, m.TopicNot, "topic_not"}, {&r.group, m.Group, "group"}, {&r.txn, m.TransactionalID, "transactional_id"}} {
-		if *f.dst, err = compileString(f.src); err != nil {
+		if *f.dst, err = compileString(pol, f.src); err != nil {
 			return nil, fmt.Errorf("%s: %w", f.name, err)
 		}
 	}

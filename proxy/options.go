@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tollgate-kafka/tollgate/audit"
+	"github.com/tollgate-kafka/tollgate/configs"
 )
 
 // Options is the gateway's runtime plan, built once by cmd from the
@@ -115,48 +116,51 @@ type ListenerOptions struct {
 	// bootstrap port: the TLS server name picks the session (sni.go).
 	// No per-broker port is opened and BrokerPortBase is unused.
 	SNI *SNIOptions
+	// SinglePort, if set (upstream mode), presents the whole upstream
+	// cluster as one virtual broker at the bootstrap port and routes each
+	// request to the brokers that must answer it (route.go). No per-broker
+	// port is opened.
+	SinglePort *SinglePortOptions
 }
 
-// Defaults of the request bounds (body.go). 8 MiB holds a Metadata or
-// Fetch naming 100,000 partitions several times over, and a SyncGroup of
-// a large group; Produce alone may use MaxFrameBytes.
-const (
-	DefaultMaxRequestBytes         = 8 << 20
-	DefaultMaxRequestBytesInFlight = 512 << 20
-)
-
+// setDefaults fills zero settings from the configuration's one table of
+// defaults (configs.Default*), so a proxy built in code (tests) behaves as
+// one provisioned from a configuration file.
 func (o *Options) setDefaults() {
 	if o.DialTimeout <= 0 {
-		o.DialTimeout = 10 * time.Second
+		o.DialTimeout = configs.DefaultDialTimeout.D()
 	}
 	if o.MetadataRefresh <= 0 {
-		o.MetadataRefresh = 30 * time.Second
+		o.MetadataRefresh = configs.DefaultMetadataRefresh.D()
 	}
 	if o.MaxFrameBytes <= 0 {
-		o.MaxFrameBytes = 100 << 20
+		o.MaxFrameBytes = int32(configs.DefaultMaxFrameBytes)
 	}
+	// The request bounds (body.go): 8 MiB holds a Metadata or Fetch
+	// naming 100,000 partitions several times over, and a SyncGroup of a
+	// large group; Produce alone may use MaxFrameBytes.
 	if o.MaxRequestBytes <= 0 {
-		o.MaxRequestBytes = DefaultMaxRequestBytes
+		o.MaxRequestBytes = int32(configs.DefaultMaxRequestBytes)
 	}
 	o.MaxRequestBytes = min(o.MaxRequestBytes, o.MaxFrameBytes)
 	if o.MaxRequestBytesInFlight <= 0 {
-		o.MaxRequestBytesInFlight = DefaultMaxRequestBytesInFlight
+		o.MaxRequestBytesInFlight = int64(configs.DefaultMaxInFlightMem)
 	}
 	o.MaxRequestBytesInFlight = max(o.MaxRequestBytesInFlight, int64(o.MaxFrameBytes))
 	if o.MaxPreauthFrameBytes <= 0 {
-		o.MaxPreauthFrameBytes = 512 << 10 // Kafka's sasl.server.max.receive.size
+		o.MaxPreauthFrameBytes = int32(configs.DefaultMaxPreauthBytes) // Kafka's sasl.server.max.receive.size
 	}
 	if o.MaxInFlight <= 0 {
-		o.MaxInFlight = 100
+		o.MaxInFlight = configs.DefaultMaxInFlight
 	}
 	if o.IdleTimeout <= 0 {
-		o.IdleTimeout = 10 * time.Minute
+		o.IdleTimeout = configs.DefaultIdleTimeout.D()
 	}
 	if o.FrameTimeout <= 0 {
-		o.FrameTimeout = 30 * time.Second
+		o.FrameTimeout = configs.DefaultFrameTimeout.D()
 	}
 	if o.DrainTimeout <= 0 {
-		o.DrainTimeout = 15 * time.Second
+		o.DrainTimeout = configs.DefaultDrainTimeout.D()
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -165,9 +169,9 @@ func (o *Options) setDefaults() {
 		o.Hooks = noHooks{}
 	}
 	if o.AuthTimeout <= 0 {
-		o.AuthTimeout = 10 * time.Second
+		o.AuthTimeout = configs.DefaultAuthTimeout.D()
 	}
 	if o.AuthLockout <= 0 {
-		o.AuthLockout = time.Minute
+		o.AuthLockout = configs.DefaultAuthLockout.D()
 	}
 }

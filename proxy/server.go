@@ -61,8 +61,10 @@ type Server struct {
 	stopDiscovery context.CancelFunc
 
 	policy       atomic.Pointer[policy.Engine] // nil: no policy
-	discoveryErr atomic.Pointer[error]         // outcome of the last broker discovery (upstream mode)
-	names        topicNames                    // topic id -> name, from Metadata responses
+	viewOnce     sync.Once
+	view         *clusterView          // single-port routing's cluster view (route_view.go)
+	discoveryErr atomic.Pointer[error] // outcome of the last broker discovery (upstream mode)
+	names        topicNames            // topic id -> name, from Metadata responses
 
 	budget *byteBudget // request bytes in flight across every session (body.go)
 }

@@ -63,6 +63,8 @@ type session struct {
 	upAddr string
 	// built-in mode
 	local LocalConn
+	// single-port mode (route.go): the read loop routes every request
+	tun *tunnel
 
 	mapper mapper
 	subj   policy.Subject // who is asking, for policy decisions
@@ -130,6 +132,10 @@ type pending struct {
 	raw        bool   // a SASL v0 raw token: size prefix and bytes, no header
 	saslUser   string // pass-through SaslAuthenticate: the user the token names
 	closeAfter bool   // close the connection once this response is written (failed authentication)
+	// addressed: the answer already carries the listener's addresses
+	// (single-port Produce and Fetch, route_nodes.go), so the write side
+	// does not decode it again to rewrite them.
+	addressed bool
 
 	obs observed // accounting for metrics and audit
 }
@@ -224,6 +230,13 @@ func (s *session) run() {
 }
 
 func (s *session) connectBackend() error {
+	if o := s.l.opts.SinglePort; o != nil && s.srv.upstreamMode() {
+		t := newTunnel(s, o)
+		if !s.adopt(func() { s.tun = t }) {
+			return net.ErrClosed
+		}
+		return nil
+	}
 	if !s.srv.upstreamMode() {
 		lc := s.srv.opts.Local.NewConn(s.remote)
 		if !s.adopt(func() { s.local = lc }) {
@@ -280,6 +293,9 @@ func (s *session) close(reason closeReason, err error) {
 		if s.up != nil {
 			s.up.Close()
 			s.hooks.UpstreamConns(-1, s.node)
+		}
+		if s.tun != nil {
+			s.tun.close()
 		}
 		if s.local != nil {
 			s.local.Close()
@@ -707,6 +723,10 @@ func (s *session) writeLoop() error {
 	return nil
 }
 
+// largeLocalBody is the in-memory answer size from which writeLocal
+// writes header and body with one writev instead of joining them.
+const largeLocalBody = 64 << 10
+
 func (s *session) writeLocal(p pending) error {
 	var r result
 	select {
@@ -750,7 +770,7 @@ func (s *session) writeLocal(p pending) error {
 	// untouched: it is the only node, never answers NOT_LEADER, and so never
 	// fills the KIP-951 endpoints. Everything else it answers is in memory
 	// and rewritten like an upstream response.
-	if b, ok := body.(wire.Bytes); ok && (rewrite.Needs(p.key, p.version) || p.key == apis.ApiVersions) {
+	if b, ok := body.(wire.Bytes); ok && !p.addressed && (rewrite.Needs(p.key, p.version) || p.key == apis.ApiVersions) {
 		out, _, err := s.rewrite(p, b)
 		if err != nil {
 			return &backendError{err}
@@ -760,6 +780,14 @@ func (s *session) writeLocal(p pending) error {
 	s.wbuf = wire.AppendResponseHeader(s.wbuf[:0], p.key, p.version, p.corr, body.Len())
 	out := len(s.wbuf) + body.Len()
 	if b, ok := body.(wire.Bytes); ok {
+		if len(b) >= largeLocalBody {
+			// One writev of header and body instead of copying a large
+			// body (a merged single-port Fetch) behind the header.
+			bufs := net.Buffers{s.wbuf, b}
+			_, err := bufs.WriteTo(s.client)
+			s.finish(&p, out, b)
+			return err
+		}
 		s.wbuf = append(s.wbuf, b...)
 		_, err := s.client.Write(s.wbuf)
 		s.finish(&p, out, b)

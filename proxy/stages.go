@@ -38,7 +38,8 @@ var readStages = [...]readStage{
 	{"policy", (*session).stagePolicy},                 // deny in the slot, partial rewrite, throttle
 	{"decode", (*session).stageDecode},                 // bodies a full audit record or ApiVersions v3+ needs
 	{"observe", (*session).stageObserve},               // client software name, pass-through SASL user
-	{"route", (*session).stageRoute},                   // the queue entry that will carry the response
+	{"entry", (*session).stageEntry},                   // the queue entry that will carry the response
+	{"route", routeStage},                              // single-port: split by broker, merge the answers (route.go)
 	{"backend", (*session).stageBackend},               // built-in broker, or the upstream connection
 }
 
@@ -235,10 +236,10 @@ func (s *session) stageObserve(r *request) (bool, error) {
 	return false, nil
 }
 
-// stageRoute builds the queue entry that will carry the response (what
+// stageEntry builds the queue entry that will carry the response (what
 // the write side must do with it), and accounts an acks=0 Produce, which
 // gets none.
-func (s *session) stageRoute(r *request) (bool, error) {
+func (s *session) stageEntry(r *request) (bool, error) {
 	h, j := r.h, r.j
 	r.obs.req = j.req
 	r.p = pending{key: h.Key, version: h.Version, corr: h.Correlation, merge: j.merge, throttle: j.throttle,

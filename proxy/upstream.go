@@ -187,8 +187,8 @@ func (s *Server) learnBroker(node int32, host string, port int32) {
 		s.log.Info("upstream broker", "node", node, "addr", addr)
 	}
 	for _, l := range s.listeners {
-		if l.sni != nil {
-			continue // served by name at the listener's one port
+		if l.sni != nil || l.opts.SinglePort != nil {
+			continue // served by name, or as one virtual node, at the listener's one port
 		}
 		if _, err := l.brokerPort(node); err != nil {
 			s.log.Error("cannot serve upstream broker", "listener", l.opts.Name, "node", node, "err", err)
@@ -211,7 +211,10 @@ func (m mapper) Advertise(kind rewrite.EndpointKind, node int32, host string, po
 	if m.l.sni != nil {
 		return m.sniAdvertise(kind, node, host, port)
 	}
-	if !m.srv.upstreamMode() {
+	if !m.srv.upstreamMode() || m.l.opts.SinglePort != nil {
+		// One node at the bootstrap port: the built-in broker, or the
+		// virtual node of a single-port listener (route_nodes.go made
+		// every node id the virtual one).
 		port := m.l.bootPort()
 		if m.l.opts.AdvertisePort > 0 {
 			port = int32(m.l.opts.AdvertisePort)

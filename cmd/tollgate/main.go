@@ -51,7 +51,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 	}
-	cfg, file, err := loadConfig(args, stderr)
+	cfg, src, err := loadConfig(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -61,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := serve(ctx, cfg, file, stderr); err != nil {
+	if err := serve(ctx, cfg, src, stderr); err != nil {
 		fmt.Fprintln(stderr, "tollgate:", err)
 		return 1
 	}
@@ -125,7 +125,7 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	cfg, err := configsLoad(fs.Arg(0))
+	cfg, err := effectiveConfig(fs.Arg(0), nil)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

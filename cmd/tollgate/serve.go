@@ -16,49 +16,101 @@ import (
 	"github.com/tollgate-kafka/tollgate/gateway"
 )
 
-var configsLoad = configs.Load
+// serveFlags are the flags of `tollgate` (serve): a front for the same
+// schema as the file, overriding it.
+type serveFlags struct {
+	fs                               *flag.FlagSet
+	file, upstream, upProxy, listen  *string
+	advertise, dataDir, fsync, admin *string
+	logLevel, logFormat              *string
+	portBase                         *int
+}
 
-// loadConfig builds the configuration from an optional file and the flags.
-// Flags are a front for the same schema and override the file.
-func loadConfig(args []string, stderr io.Writer) (*configs.Config, string, error) {
+func newServeFlags(stderr io.Writer) *serveFlags {
 	fs := flag.NewFlagSet("tollgate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var (
-		file      = fs.String("config", "", "YAML configuration file (flags override it)")
-		upstream  = fs.String("upstream", "", "comma-separated upstream bootstrap brokers (upstream.bootstrap); empty: the built-in broker")
-		upProxy   = fs.String("upstream-proxy", "", "forward proxy for every upstream connection: socks5://[user:pass@]host:port, http://… or https://… (upstream.proxy)")
-		listen    = fs.String("listen", "", "bind address of the first listener (default 127.0.0.1:9092)")
-		advertise = fs.String("advertise", "", "host clients are told to connect to (listeners[0].advertise)")
-		portBase  = fs.Int("broker-port-base", -1, "port of upstream node 0; node N is served at base+N (default: listen port + 1; 0: any free port)")
-		dataDir   = fs.String("data-dir", "", "built-in broker data directory (default ./tollgate-data)")
-		fsync     = fs.String("fsync", "", "built-in broker durability: always | interval | never (default always)")
-		admin     = fs.String("admin", "", "admin HTTP address for /metrics /healthz /readyz, or off")
-		logLevel  = fs.String("log-level", "", "debug | info | warn | error")
-		logFormat = fs.String("log-format", "", "text | json")
-	)
+	f := &serveFlags{
+		fs:        fs,
+		file:      fs.String("config", "", "YAML configuration file (flags override it)"),
+		upstream:  fs.String("upstream", "", "comma-separated upstream bootstrap brokers (upstream.bootstrap); empty: the built-in broker"),
+		upProxy:   fs.String("upstream-proxy", "", "forward proxy for every upstream connection: socks5://[user:pass@]host:port, http://… or https://… (upstream.proxy)"),
+		listen:    fs.String("listen", "", "bind address of the first listener (default "+configs.DefaultListen+")"),
+		advertise: fs.String("advertise", "", "host clients are told to connect to (listeners[0].advertise)"),
+		portBase:  fs.Int("broker-port-base", -1, "port of upstream node 0; node N is served at base+N (default: listen port + 1; 0: any free port)"),
+		dataDir:   fs.String("data-dir", "", "built-in broker data directory (default "+configs.DefaultDataDir+")"),
+		fsync:     fs.String("fsync", "", "built-in broker durability: always | interval | never (default "+configs.FsyncAlways+")"),
+		admin:     fs.String("admin", "", "admin HTTP address for /metrics /healthz /readyz, or off"),
+		logLevel:  fs.String("log-level", "", "debug | info | warn | error"),
+		logFormat: fs.String("log-format", "", "text | json"),
+	}
 	fs.Usage = func() {
 		fmt.Fprint(stderr, helpText)
 		fmt.Fprintln(stderr, "\nflags (serve):")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return nil, "", err
+	return f
+}
+
+// configSource is where serve's configuration comes from: a file ("" for
+// none) and the flags overlaid on it. A reload takes it again.
+type configSource struct {
+	file    string
+	overlay func(*configs.Config) error
+}
+
+// load is effectiveConfig of the source.
+func (s configSource) load() (*configs.Config, error) { return effectiveConfig(s.file, s.overlay) }
+
+// loadConfig builds the configuration from an optional file and the flags.
+// Flags are a front for the same schema and override the file.
+func loadConfig(args []string, stderr io.Writer) (*configs.Config, configSource, error) {
+	f := newServeFlags(stderr)
+	if err := f.fs.Parse(args); err != nil {
+		return nil, configSource{}, err
 	}
-	if fs.NArg() > 0 {
-		return nil, "", fmt.Errorf("unexpected argument %q (commands: check-config, topic, produce, consume, group, tap, users, version, help)", fs.Arg(0))
+	if f.fs.NArg() > 0 {
+		return nil, configSource{}, fmt.Errorf("unexpected argument %q (commands: check-config, topic, produce, consume, group, tap, users, version, help)", f.fs.Arg(0))
 	}
+	src := configSource{file: *f.file, overlay: f.overlay}
+	cfg, err := src.load()
+	if err != nil {
+		return nil, configSource{}, err
+	}
+	return cfg, src, nil
+}
+
+// effectiveConfig is the one way from a file ("" for none) and an overlay
+// (the flags; nil for none) to a validated configuration, which serve and
+// check-config both take before gateway.Provision: the file is decoded,
+// the overlay applied, and the effective configuration validated once. A
+// file value a flag replaces is therefore not checked: what runs is what
+// is validated.
+func effectiveConfig(file string, overlay func(*configs.Config) error) (*configs.Config, error) {
 	cfg := configs.Default()
-	if *file != "" {
+	if file != "" {
 		var err error
-		if cfg, err = configs.Load(*file); err != nil {
-			return nil, "", err
+		if cfg, err = configs.Read(file); err != nil {
+			return nil, err
 		}
 	}
+	if overlay != nil {
+		if err := overlay(cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// overlay writes the flags that were given over cfg.
+func (f *serveFlags) overlay(cfg *configs.Config) error {
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	if set["upstream"] {
 		var bs []string
-		for _, b := range strings.Split(*upstream, ",") {
+		for _, b := range strings.Split(*f.upstream, ",") {
 			if b = strings.TrimSpace(b); b != "" {
 				bs = append(bs, b)
 			}
@@ -67,44 +119,38 @@ func loadConfig(args []string, stderr io.Writer) (*configs.Config, string, error
 	}
 	if set["upstream-proxy"] {
 		if cfg.Upstream == nil {
-			return nil, "", fmt.Errorf("--upstream-proxy needs an upstream (--upstream or upstream.bootstrap)")
+			return fmt.Errorf("--upstream-proxy needs an upstream (--upstream or upstream.bootstrap)")
 		}
-		cfg.Upstream.Proxy = *upProxy
+		cfg.Upstream.Proxy = *f.upProxy
 	}
-	if set["listen"] {
-		cfg.Listeners[0].Listen = *listen
+	// flag name -> (the field it overrides, the flag's value)
+	strs := map[string][2]*string{
+		"data-dir": {&cfg.Broker.DataDir, f.dataDir}, "fsync": {&cfg.Broker.Fsync, f.fsync},
+		"admin": {&cfg.Admin.Listen, f.admin}, "log-level": {&cfg.Log.Level, f.logLevel},
+		"log-format": {&cfg.Log.Format, f.logFormat},
 	}
-	if set["advertise"] {
-		cfg.Listeners[0].Advertise = *advertise
+	// With no listener (listeners: []) the listener flags have nothing to
+	// override; Validate reports the empty list.
+	if l := cfg.Listeners; len(l) > 0 {
+		strs["listen"] = [2]*string{&l[0].Listen, f.listen}
+		strs["advertise"] = [2]*string{&l[0].Advertise, f.advertise}
+		if set["broker-port-base"] {
+			l[0].BrokerPortBase = f.portBase
+		}
 	}
-	if set["broker-port-base"] {
-		cfg.Listeners[0].BrokerPortBase = portBase
+	for name, p := range strs {
+		if set[name] {
+			*p[0] = *p[1]
+		}
 	}
-	if set["data-dir"] {
-		cfg.Broker.DataDir = *dataDir
-	}
-	if set["fsync"] {
-		cfg.Broker.Fsync = *fsync
-	}
-	if set["admin"] {
-		cfg.Admin.Listen = *admin
-	}
-	if set["log-level"] {
-		cfg.Log.Level = *logLevel
-	}
-	if set["log-format"] {
-		cfg.Log.Format = *logFormat
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, "", err
-	}
-	return cfg, *file, nil
+	return nil
 }
 
-// serve runs the gateway until ctx is cancelled, then drains. file is
-// the configuration file ("" when there is none), re-read on SIGHUP and
-// when it changes, to apply a new policy without dropping connections.
-func serve(ctx context.Context, cfg *configs.Config, file string, logOut io.Writer) error {
+// serve runs the gateway until ctx is cancelled, then drains. src.file
+// is the configuration file ("" when there is none), re-read (with the
+// flags overlaid again) on SIGHUP and when it changes, to apply a new
+// policy without dropping connections.
+func serve(ctx context.Context, cfg *configs.Config, src configSource, logOut io.Writer) error {
 	log := newLogger(cfg.Log.Level, cfg.Log.Format, logOut)
 	slog.SetDefault(log)
 	g, err := gateway.New(cfg, log)
@@ -115,8 +161,8 @@ func serve(ctx context.Context, cfg *configs.Config, file string, logOut io.Writ
 		g.Close(context.Background())
 		return err
 	}
-	if file != "" {
-		go reloadLoop(ctx, file, g, log)
+	if src.file != "" {
+		go reloadLoop(ctx, src, g, log)
 	}
 	<-ctx.Done()
 	log.Info("shutting down", "drain_timeout", cfg.Limits.DrainTimeout.D())
@@ -131,7 +177,8 @@ func serve(ctx context.Context, cfg *configs.Config, file string, logOut io.Writ
 // installs the new policy. An invalid file is refused with its errors
 // logged and counted; the rules in force stay. Only the policy section is
 // applied live; other sections need a restart.
-func reloadLoop(ctx context.Context, file string, g *gateway.Gateway, log *slog.Logger) {
+func reloadLoop(ctx context.Context, src configSource, g *gateway.Gateway, log *slog.Logger) {
+	file := src.file
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -152,7 +199,7 @@ func reloadLoop(ctx context.Context, file string, g *gateway.Gateway, log *slog.
 			last = st
 			log.Info("configuration file changed: reloading", "file", file)
 		}
-		if err := g.Reload(file); err != nil {
+		if err := g.ReloadFrom(src.load); err != nil {
 			g.Metrics.PolicyReload(false)
 			log.Error("configuration reload refused; the rules in force stay", "err", err)
 			continue

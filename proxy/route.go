@@ -1,0 +1,279 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/apis"
+	"github.com/tollgate-kafka/tollgate/rewrite"
+	"github.com/tollgate-kafka/tollgate/wire"
+)
+
+// Single-port mode (brokers: single-port): the listener presents the
+// whole upstream cluster as one virtual broker, and the "route" stage
+// sends each request — or each partition of it — to the upstream broker
+// that must answer it, by the key's routing class in the table of API
+// facts (apis.Info.Routing; docs/protocol.md §1.4). The answer, merged
+// and with every node id made the virtual one (route_nodes.go), goes back
+// through the queue entry like a built-in broker's answer, so the stages
+// before and the write side after never learn how many brokers a request
+// touched.
+
+// SinglePortOptions configures a single-port listener.
+type SinglePortOptions struct {
+	VirtualNode int32 // the node id clients see (default 0)
+}
+
+// tunnel is one single-port session's routing state.
+// Ownership: the read loop owns conns and calls route; reply callbacks
+// run on brokerConn reader goroutines.
+type tunnel struct {
+	s       *session
+	view    *clusterView
+	virtual int32
+	conns   map[int32]*brokerConn
+	adv     rewrite.Mapper // the listener's addresses (the session's mapper)
+	// clientID is the client's id (from its latest request header), sent
+	// on the upstream connections the tunnel dials.
+	clientID string
+}
+
+func newTunnel(s *session, o *SinglePortOptions) *tunnel {
+	return &tunnel{s: s, view: s.srv.clusterView(), virtual: o.VirtualNode, conns: map[int32]*brokerConn{}, adv: s.mapper}
+}
+
+// clusterView returns the Server's shared view, made on first use.
+func (s *Server) clusterView() *clusterView {
+	s.viewOnce.Do(func() { s.view = newClusterView(s) })
+	return s.view
+}
+
+func (t *tunnel) close() {
+	for _, c := range t.conns {
+		c.close()
+		t.s.hooks.UpstreamConns(-1, c.node)
+	}
+}
+
+// reply delivers a routed request's answer to its queue entry (nil for
+// a Produce with acks=0, which gets none).
+type reply func(kmsg.Response, error)
+
+// routeStage is stageRoute for readStages; the indirection (set in init)
+// breaks the initialization cycle through learnBroker, which starts
+// sessions that run readStages.
+func routeStage(s *session, r *request) (bool, error) { return routeStageFn(s, r) }
+
+var routeStageFn func(*session, *request) (bool, error)
+
+func init() { routeStageFn = (*session).stageRoute }
+
+var errNoParts = errors.New("a routed request with no parts")
+
+// stageRoute, in single-port mode, decodes the request and routes it;
+// the answer arrives on the entry's channel. Elsewhere it passes.
+func (s *session) stageRoute(r *request) (bool, error) {
+	if s.tun == nil {
+		return false, nil
+	}
+	if string(r.h.ClientID) != s.tun.clientID {
+		s.tun.clientID = string(r.h.ClientID)
+	}
+	req, err := s.routedRequest(r)
+	if err != nil {
+		return true, err
+	}
+	var rep reply
+	if r.expectResponse {
+		ch := make(chan result, 1)
+		r.p.local = ch
+		r.p.addressed = r.h.Key == apis.Produce || r.h.Key == apis.Fetch
+		if err := s.push(r.p); err != nil {
+			return true, err
+		}
+		rep = func(resp kmsg.Response, err error) {
+			if err != nil {
+				ch <- result{err: err}
+				return
+			}
+			ch <- result{body: wire.Bytes(resp.AppendTo(make([]byte, 0, s.tun.sizeHint(resp))))}
+		}
+	}
+	return true, s.tun.route(req, rep)
+}
+
+// routedRequest is the client's request as policy left it: re-encoded
+// when policy removed denied parts, else the client's own.
+func (s *session) routedRequest(r *request) (kmsg.Request, error) {
+	if f := r.j.forward; f != nil {
+		fh, err := wire.ParseRequestHeader(f[4:])
+		if err != nil {
+			return nil, fmt.Errorf("re-encoded request: %w", err)
+		}
+		return decodeRequest(fh, f)
+	}
+	if r.j.req != nil {
+		return r.j.req, nil
+	}
+	if !r.h.Known {
+		return nil, badRequest(closeUnsupported, "%s v%d was not offered by the gateway", apiName(r.h.Key), r.h.Version)
+	}
+	if err := s.readWholeOnce(r); err != nil {
+		return nil, err
+	}
+	return decodeRequest(r.h, r.j.whole)
+}
+
+// route dispatches by the key's routing class.
+func (t *tunnel) route(req kmsg.Request, rep reply) error {
+	key := req.Key()
+	switch apis.Of(key).Routing {
+	case apis.GatewayAnswered:
+		return t.answerGateway(req, rep)
+	case apis.AnyBroker, apis.Controller:
+		return t.routeAny(req, rep)
+	case apis.PartitionLeader:
+		return t.routeLeaders(req, rep)
+	case apis.GroupCoordinator, apis.TxnCoordinator:
+		return t.routeCoordinator(req, rep)
+	case apis.FanOut:
+		return t.routeFanOut(req, rep)
+	}
+	return badRequest(closeUnsupported, "%s is not served in single-port mode (an inter-broker or unknown API)", apiName(key))
+}
+
+// sizeHint guesses an encoded answer's size from the parts' sizes, so
+// a large Fetch answer is encoded into one allocation.
+func (t *tunnel) sizeHint(resp kmsg.Response) int {
+	if f, ok := resp.(*kmsg.FetchResponse); ok {
+		n := 256
+		for _, tp := range f.Topics {
+			n += 64 + len(tp.Topic)
+			for _, p := range tp.Partitions {
+				n += 96 + len(p.RecordBatches) + 24*len(p.AbortedTransactions)
+			}
+		}
+		return n
+	}
+	return 512
+}
+
+// conn returns the session's connection to node, dialling it lazily.
+func (t *tunnel) conn(node int32) (*brokerConn, error) {
+	if c, ok := t.conns[node]; ok && !c.isFailed() {
+		return c, nil
+	} else if ok {
+		delete(t.conns, node)
+		t.s.hooks.UpstreamConns(-1, node)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), t.s.srv.opts.DialTimeout)
+	defer cancel()
+	c, _, err := t.s.srv.dialUpstream(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	t.s.hooks.UpstreamConns(1, node)
+	bc := newBrokerConn(node, c, t.clientID)
+	t.conns[node] = bc
+	return bc, nil
+}
+
+// scatter sends parts (node → request) and, when every answer is in,
+// calls merge and delivers its result. merge is not called for a request
+// that gets no answer (rep nil). A part that fails (no connection, or
+// the connection broke) closes the client connection.
+func (t *tunnel) scatter(parts map[int32]kmsg.Request, rep reply, merge func(map[int32]kmsg.Response) (kmsg.Response, error)) error {
+	return t.scatterParts(parts, rep, merge, false)
+}
+
+// scatterPartial is scatter for requests whose merge answers a missing
+// part's partitions with a retriable error (Produce, Fetch): a broker
+// that cannot be reached costs the client a retry of those partitions,
+// not its connection.
+func (t *tunnel) scatterPartial(parts map[int32]kmsg.Request, rep reply, merge func(map[int32]kmsg.Response) (kmsg.Response, error)) error {
+	return t.scatterParts(parts, rep, merge, true)
+}
+
+func (t *tunnel) scatterParts(parts map[int32]kmsg.Request, rep reply, merge func(map[int32]kmsg.Response) (kmsg.Response, error), partial bool) error {
+	if len(parts) == 0 {
+		return fmt.Errorf("internal: %w", errNoParts)
+	}
+	g := &gather{got: make(map[int32]kmsg.Response, len(parts)), rep: rep, merge: merge, partial: partial}
+	g.left.Store(int32(len(parts)))
+	for node, req := range parts {
+		call := &partCall{node: node, req: req}
+		call.done = func() { g.finish(t, call.node, call.resp, call.err) }
+		bc, err := t.conn(node)
+		queued := false
+		if err == nil {
+			queued, err = bc.send(call, rep != nil)
+		}
+		switch {
+		case err == nil:
+		case !partial:
+			return err
+		case !queued && rep != nil:
+			g.finish(t, node, nil, err)
+		}
+	}
+	return nil
+}
+
+// gather collects the answers of one scattered request.
+// Ownership: shared by the parts' done callbacks (reader goroutines);
+// got and firstErr behind mu; the last finish delivers.
+type gather struct {
+	mu       sync.Mutex
+	got      map[int32]kmsg.Response
+	firstErr error
+	left     atomic.Int32
+	rep      reply
+	merge    func(map[int32]kmsg.Response) (kmsg.Response, error)
+	partial  bool
+}
+
+func (g *gather) finish(t *tunnel, node int32, resp kmsg.Response, err error) {
+	g.mu.Lock()
+	switch {
+	case err == nil:
+		g.got[node] = resp
+	case g.partial:
+		t.view.invalidate(true, nil)
+		t.s.srv.noisy.Warn("single_port_part_failed", t.s.remote, "single-port: an upstream broker did not answer; its part is answered as unavailable (retriable)", "node", node, "err", err)
+	case g.firstErr == nil:
+		g.firstErr = err
+	}
+	g.mu.Unlock()
+	if g.left.Add(-1) != 0 {
+		return
+	}
+	if g.firstErr != nil {
+		g.rep(nil, g.firstErr)
+		return
+	}
+	g.rep(g.merge(g.got))
+}
+
+// one sends the whole request to node; post may adjust the answer.
+func (t *tunnel) one(node int32, req kmsg.Request, rep reply, post func(kmsg.Response)) error {
+	return t.scatter(map[int32]kmsg.Request{node: req}, rep, func(m map[int32]kmsg.Response) (kmsg.Response, error) {
+		resp := m[node]
+		if post != nil {
+			post(resp)
+		}
+		return resp, nil
+	})
+}
+
+func (t *tunnel) routeAny(req kmsg.Request, rep reply) error {
+	node, err := t.view.anyBroker()
+	if err != nil {
+		return err
+	}
+	return t.one(node, req, rep, t.virtualize)
+}

@@ -1,0 +1,204 @@
+package proxy
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/apis"
+)
+
+// A single-port session (brokers: single-port, route.go) talks to the
+// upstream cluster through one brokerConn per upstream broker it needs,
+// dialled lazily. The read loop writes part requests in request order, so
+// requests for one partition reach its leader in the client's order; each
+// connection's reader goroutine reads the answers in the same order and
+// hands each one to its partCall.
+
+// partCall is one request the gateway sent to one upstream broker on
+// behalf of a client request (all of it, or the partitions that broker
+// leads). Ownership: created by the read loop; after send, only the
+// connection's reader touches resp and err, then calls done once.
+type partCall struct {
+	node int32
+	req  kmsg.Request
+	resp kmsg.Response
+	err  error
+	done func()
+}
+
+// brokerConn is a session's connection to one upstream broker.
+// Ownership: send is called by the read loop only; the reader goroutine
+// owns the read side; close may come from anywhere.
+type brokerConn struct {
+	node    int32
+	conn    net.Conn
+	fmt     *kmsg.RequestFormatter
+	corr    int32
+	waiting chan *partCall
+	wbuf    []byte
+
+	closeOnce sync.Once
+	failed    chan struct{}
+	err       error // set before failed is closed
+}
+
+// brokerConnQueue bounds the part requests awaiting answers on one
+// upstream connection; a full queue blocks the read loop (back-pressure).
+const brokerConnQueue = 256
+
+func newBrokerConn(node int32, c net.Conn, clientID string) *brokerConn {
+	b := &brokerConn{node: node, conn: c, waiting: make(chan *partCall, brokerConnQueue), failed: make(chan struct{}),
+		fmt: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))}
+	go b.readLoop()
+	return b
+}
+
+// send writes call's request; a request that gets no answer (Produce
+// acks=0) is written with expectResponse false and never queued. queued
+// reports whether the reader now owns call (it will call done, with an
+// error if the connection fails); when false, done is never called.
+func (b *brokerConn) send(call *partCall, expectResponse bool) (queued bool, err error) {
+	select {
+	case <-b.failed:
+		return false, b.err
+	default:
+	}
+	b.corr++
+	b.wbuf = b.fmt.AppendRequest(b.wbuf[:0], call.req, b.corr)
+	if expectResponse {
+		select {
+		case b.waiting <- call:
+			queued = true
+		case <-b.failed:
+			return false, b.err
+		}
+	}
+	if _, err := b.conn.Write(b.wbuf); err != nil {
+		b.fail(fmt.Errorf("write to upstream node %d: %w", b.node, err))
+		return queued, b.err
+	}
+	return queued, nil
+}
+
+func (b *brokerConn) fail(err error) {
+	b.closeOnce.Do(func() {
+		b.err = err
+		close(b.failed)
+		b.conn.Close()
+	})
+}
+
+func (b *brokerConn) close() { b.fail(net.ErrClosed) }
+
+// readLoop answers queued calls in order until the connection fails;
+// then it fails every call still queued or queued later.
+func (b *brokerConn) readLoop() {
+	r := bufio.NewReaderSize(b.conn, 64<<10)
+	var corr int32
+	for {
+		var call *partCall
+		select {
+		case call = <-b.waiting:
+		case <-b.failed:
+			b.drainFailed()
+			return
+		}
+		corr++
+		call.resp, call.err = readPartResponse(r, call.req, corr)
+		if call.err != nil {
+			b.fail(fmt.Errorf("upstream node %d: %w", b.node, call.err))
+			call.done()
+			b.drainFailed()
+			return
+		}
+		call.done()
+	}
+}
+
+func (b *brokerConn) drainFailed() {
+	for {
+		select {
+		case call := <-b.waiting:
+			call.err = b.err
+			call.done()
+		default:
+			return
+		}
+	}
+}
+
+// maxPartResponse caps an upstream answer the gateway reads whole.
+const maxPartResponse = 256 << 20
+
+// readPartResponse reads and decodes one response frame for req.
+func readPartResponse(r *bufio.Reader, req kmsg.Request, corr int32) (kmsg.Response, error) {
+	var hdr [8]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, fmt.Errorf("read response: %w", err)
+	}
+	size := int32(binary.BigEndian.Uint32(hdr[:4]))
+	if size < 4 || size > maxPartResponse {
+		return nil, fmt.Errorf("response size %d out of range", size)
+	}
+	if got := int32(binary.BigEndian.Uint32(hdr[4:])); got != corr {
+		return nil, fmt.Errorf("response correlation id %d, want %d", got, corr)
+	}
+	body := make([]byte, size-4)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return nil, fmt.Errorf("read response body: %w", err)
+	}
+	return decodePartResponse(req, body)
+}
+
+// decodePartResponse decodes a response body (after the correlation id)
+// for req, skipping the flexible header's tag buffer.
+func decodePartResponse(req kmsg.Request, body []byte) (kmsg.Response, error) {
+	resp := req.ResponseKind()
+	if req.IsFlexible() && req.Key() != apis.ApiVersions { // ApiVersions responses keep the v0 header (KIP-511)
+		var err error
+		if body, err = skipTags(body); err != nil {
+			return nil, fmt.Errorf("%s response header: %w", kmsg.NameForKey(req.Key()), err)
+		}
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, fmt.Errorf("decode %s v%d response: %w", kmsg.NameForKey(req.Key()), req.GetVersion(), err)
+	}
+	return resp, nil
+}
+
+// skipTags skips a flexible header's tagged fields.
+func skipTags(b []byte) ([]byte, error) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 {
+		return nil, errors.New("truncated tag count")
+	}
+	b = b[w:]
+	for ; n > 0; n-- {
+		if _, w = binary.Uvarint(b); w <= 0 {
+			return nil, errors.New("truncated tag")
+		}
+		b = b[w:]
+		size, w := binary.Uvarint(b)
+		if w <= 0 || size > uint64(len(b)-w) {
+			return nil, errors.New("truncated tag value")
+		}
+		b = b[w+int(size):]
+	}
+	return b, nil
+}
+
+func (b *brokerConn) isFailed() bool {
+	select {
+	case <-b.failed:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,228 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// clusterView is what single-port routing knows of the upstream cluster:
+// partition leaders, topic ids, and the coordinators it has looked up.
+// Broker addresses are the Server's node registry (discovery).
+//
+// Ownership: one per Server, shared by every single-port session; all
+// fields behind mu. Its own upstream connection (conn) carries the
+// Metadata and FindCoordinator requests it sends, so a lookup never waits
+// behind a session's long-poll Fetch.
+type clusterView struct {
+	srv *Server
+
+	mu          sync.Mutex
+	leaders     map[string]map[int32]int32 // topic → partition → leader
+	ids         map[[16]byte]string        // topic id → name
+	coords      map[coordKey]int32
+	lastRefresh time.Time
+	brokers     []int32 // the brokers of the latest Metadata answer (the live cluster)
+	next        int     // round robin over brokers for AnyBroker requests
+
+	rtMu sync.Mutex  // one lookup at a time (lookups are rare); guards conn
+	conn *brokerConn // the view's own upstream connection
+}
+
+type coordKey struct {
+	kind int8 // 0 group, 1 transaction (FindCoordinator KeyType)
+	key  string
+}
+
+// viewMinRefresh spaces forced metadata refreshes (a burst of
+// NOT_LEADER_OR_FOLLOWER answers triggers one).
+const viewMinRefresh = 200 * time.Millisecond
+
+func newClusterView(s *Server) *clusterView {
+	return &clusterView{srv: s, leaders: map[string]map[int32]int32{}, ids: map[[16]byte]string{}, coords: map[coordKey]int32{}}
+}
+
+// learnMetadata records the leaders, topic ids and brokers of an upstream
+// Metadata response (the view's own refreshes and clients' requests).
+func (v *clusterView) learnMetadata(resp *kmsg.MetadataResponse) {
+	for _, b := range resp.Brokers {
+		v.srv.learnBroker(b.NodeID, b.Host, b.Port)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(resp.Brokers) > 0 {
+		v.brokers = v.brokers[:0]
+		for _, b := range resp.Brokers {
+			v.brokers = append(v.brokers, b.NodeID)
+		}
+		slices.Sort(v.brokers)
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == nil || t.ErrorCode != 0 {
+			continue
+		}
+		m := make(map[int32]int32, len(t.Partitions))
+		for _, p := range t.Partitions {
+			m[p.Partition] = p.Leader
+		}
+		v.leaders[*t.Topic] = m
+		if t.TopicID != ([16]byte{}) {
+			v.ids[t.TopicID] = *t.Topic
+		}
+	}
+}
+
+// leader returns the leader of topic/partition; ok false when unknown.
+func (v *clusterView) leader(topic string, partition int32) (int32, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n, ok := v.leaders[topic][partition]
+	return n, ok && n >= 0
+}
+
+// topicName resolves a topic id (Fetch v13+).
+func (v *clusterView) topicName(id [16]byte) (string, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	t, ok := v.ids[id]
+	return t, ok
+}
+
+// refresh reloads all topic metadata, at most once per viewMinRefresh.
+func (v *clusterView) refresh(ctx context.Context) error {
+	v.mu.Lock()
+	if time.Since(v.lastRefresh) < viewMinRefresh {
+		v.mu.Unlock()
+		return nil
+	}
+	v.lastRefresh = time.Now()
+	v.mu.Unlock()
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12) // topic ids (v10+) for Fetch v13+ routing
+	resp, err := v.roundTrip(ctx, req)
+	if err != nil {
+		return fmt.Errorf("cluster view metadata: %w", err)
+	}
+	v.learnMetadata(resp.(*kmsg.MetadataResponse))
+	return nil
+}
+
+// invalidate forgets what a retriable error says is stale: the next
+// routing of that kind asks the cluster again.
+func (v *clusterView) invalidate(leaders bool, coord *coordKey) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if leaders {
+		v.lastRefresh = time.Time{}
+		v.leaders = map[string]map[int32]int32{}
+	}
+	if coord != nil {
+		delete(v.coords, *coord)
+	}
+}
+
+// liveBrokers lists the brokers of the latest Metadata answer, or every
+// node discovery has seen before the first one (the node registry
+// never forgets a node, so a broker that left would stay in it).
+func (v *clusterView) liveBrokers() []int32 {
+	v.mu.Lock()
+	live := slices.Clone(v.brokers)
+	v.mu.Unlock()
+	if len(live) > 0 {
+		return live
+	}
+	return v.srv.nodes.list()
+}
+
+// anyBroker picks a broker for a request any broker can answer.
+func (v *clusterView) anyBroker() (int32, error) {
+	nodes := v.liveBrokers()
+	if len(nodes) == 0 {
+		return 0, fmt.Errorf("no upstream broker known yet")
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.next++
+	return nodes[v.next%len(nodes)], nil
+}
+
+// coordinator returns the node coordinating key, asking the cluster
+// (FindCoordinator) when it is not cached.
+func (v *clusterView) coordinator(ctx context.Context, k coordKey) (int32, error) {
+	v.mu.Lock()
+	n, ok := v.coords[k]
+	v.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.SetVersion(3)
+	req.CoordinatorKey, req.CoordinatorType = k.key, k.kind
+	r, err := v.roundTrip(ctx, req)
+	if err != nil {
+		return 0, fmt.Errorf("find coordinator: %w", err)
+	}
+	resp := r.(*kmsg.FindCoordinatorResponse)
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return 0, err
+	}
+	v.srv.learnBroker(resp.NodeID, resp.Host, resp.Port)
+	v.mu.Lock()
+	v.coords[k] = resp.NodeID
+	v.mu.Unlock()
+	return resp.NodeID, nil
+}
+
+// roundTrip sends req on the view's own upstream connection and waits.
+func (v *clusterView) roundTrip(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	v.rtMu.Lock()
+	defer v.rtMu.Unlock()
+	if v.conn == nil || v.conn.isFailed() {
+		c, _, err := v.srv.dialUpstream(ctx, -1)
+		if err != nil {
+			return nil, err
+		}
+		v.conn = newBrokerConn(-1, c, "tollgate-single-port")
+	}
+	done := make(chan struct{})
+	call := &partCall{req: req, done: func() { close(done) }}
+	if queued, err := v.conn.send(call, true); err != nil {
+		if queued {
+			<-done
+		}
+		return nil, err
+	}
+	select {
+	case <-done:
+		return call.resp, call.err
+	case <-ctx.Done():
+		v.conn.close()
+		return nil, ctx.Err()
+	}
+}
+
+func (v *clusterView) close() {
+	v.rtMu.Lock()
+	defer v.rtMu.Unlock()
+	if v.conn != nil {
+		v.conn.close()
+	}
+}
+
+// list returns the known node ids, sorted.
+func (r *nodeRegistry) list() []int32 {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]int32, 0, len(r.addrs))
+	for n := range r.addrs {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
