@@ -136,6 +136,7 @@ type Broker struct {
 	journal *journal        // coordinator state (groups_journal.go)
 	groups  *coordinator    // group coordinator (groups.go)
 	txns    *txnCoordinator // transaction coordinator (txns.go)
+	mirror  *offsetsMirror  // writes __consumer_offsets (offsets_topic.go)
 
 	// advertisedHost/Port are what Metadata and friends report for our
 	// node. The gateway rewrites them; tests set them to the test listener.

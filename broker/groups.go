@@ -219,11 +219,17 @@ func (g *group) removeLocked() <-chan error {
 	}
 	g.c.mu.Unlock()
 	es := append([]journalEntry{{groupKey(g.name), nil}}, g.c.forgetCG(g.name)...)
+	var recs []mirrorRecord
+	if g.isClassic() {
+		recs = append(recs, mirrorRecord{key: groupMetadataKey(g.name)})
+	}
 	for t, ps := range g.offsets {
 		for p := range ps {
 			es = append(es, journalEntry{offsetKey(g.name, t, p), nil})
+			recs = append(recs, offsetCommitRecord(g.name, t, p, nil))
 		}
 	}
+	g.c.b.mirror.enqueue(recs) // offsets_topic.go
 	g.offsets = map[string]map[int32]committed{}
 	if g.sg != nil {
 		for range g.sg.sessions {
@@ -695,6 +701,7 @@ func (g *group) persist() <-chan error {
 		ch <- fmt.Errorf("encode group %s: %w", g.name, err)
 		return ch
 	}
+	g.mirrorGroupMetadata() // offsets_topic.go
 	return g.c.j.put(groupKey(g.name), raw)
 }
 
@@ -800,12 +807,16 @@ type offsetCommit struct {
 // commit stores offsets in memory and the journal (one write).
 func (g *group) commit(ocs []offsetCommit) <-chan error {
 	es := make([]journalEntry, 0, len(ocs))
+	recs := make([]mirrorRecord, 0, len(ocs))
 	for _, oc := range ocs {
 		g.setOffset(oc.topic, oc.partition, oc.committed)
 		raw, _ := json.Marshal(oc.committed) // numbers and a string: cannot fail
 		es = append(es, journalEntry{offsetKey(g.name, oc.topic, oc.partition), raw})
+		recs = append(recs, offsetCommitRecord(g.name, oc.topic, oc.partition, &oc.committed))
 	}
-	return g.c.j.putMany(es)
+	durable := g.c.j.putMany(es)
+	g.c.b.mirror.enqueue(recs) // offsets_topic.go
+	return durable
 }
 
 // deleteOffset removes one committed offset.
@@ -816,7 +827,9 @@ func (g *group) deleteOffset(topic string, p int32) <-chan error {
 			delete(g.offsets, topic)
 		}
 	}
-	return g.c.j.put(offsetKey(g.name, topic, p), nil)
+	durable := g.c.j.put(offsetKey(g.name, topic, p), nil)
+	g.c.b.mirror.enqueue([]mirrorRecord{offsetCommitRecord(g.name, topic, p, nil)})
+	return durable
 }
 
 // --- expiry ---
@@ -969,6 +982,7 @@ func (b *Broker) openCoordinators() error {
 	b.journal = j
 	b.groups = newCoordinator(b, j)
 	b.txns = newTxnCoordinator(b, j)
+	b.mirror = newOffsetsMirror(b)
 	entries := j.snapshot()
 	if err := b.groups.load(entries); err != nil {
 		b.groups.stop()
@@ -980,7 +994,12 @@ func (b *Broker) openCoordinators() error {
 		_ = j.close()
 		return err
 	}
-	b.bg.Add(3)
+	b.syncOffsetsTopic()
+	b.bg.Add(4)
+	go func() {
+		defer b.bg.Done()
+		b.mirror.run(b.stop)
+	}()
 	go func() {
 		defer b.bg.Done()
 		b.groups.expiryLoop(b.stop)

@@ -8,10 +8,12 @@ import "fmt"
 // internal (MetadataResponseTopic.IsInternal), which is how client-side
 // regex subscriptions know to skip them.
 //
-// Here they exist so that they are listed: their partitions are led by
-// this broker and readable, but the coordinators keep their state in the
-// coordinator journal (groups_journal.go), not in these logs, so they
-// stay empty. Clients cannot produce to them (INVALID_TOPIC_EXCEPTION,
+// Here their partitions are led by this broker and readable, but the
+// coordinators keep their state in the coordinator journal
+// (groups_journal.go), not in these logs: __transaction_state stays
+// empty, and __consumer_offsets gets a copy of the group coordinator's
+// commits and classic group metadata in Kafka's schema (offsets_topic.go)
+// for tools that compute lag from it. Clients cannot produce to them (INVALID_TOPIC_EXCEPTION,
 // as Kafka's ReplicaManager refuses appends to internal topics) or delete
 // them.
 //
@@ -23,6 +25,9 @@ const (
 	offsetsTopic            = "__consumer_offsets"
 	txnStateTopic           = "__transaction_state"
 	internalTopicPartitions = 1
+	// offsetsTopicSegmentBytes is Kafka's offsets.topic.segment.bytes
+	// default (100 MiB).
+	offsetsTopicSegmentBytes = "104857600"
 )
 
 var internalTopics = []string{offsetsTopic, txnStateTopic}
@@ -39,7 +44,13 @@ func (b *Broker) ensureInternalTopics() error {
 		if b.lookup(name) != nil {
 			continue
 		}
-		s := createSpec{name: name, partitions: internalTopicPartitions, configs: map[string]string{"cleanup.policy": "compact"}}
+		configs := map[string]string{"cleanup.policy": "compact"}
+		if name == offsetsTopic {
+			// Kafka's offsets.topic.segment.bytes: the active segment is
+			// never cleaned, so a smaller one lets compaction start sooner.
+			configs["segment.bytes"] = offsetsTopicSegmentBytes
+		}
+		s := createSpec{name: name, partitions: internalTopicPartitions, configs: configs}
 		if _, err := b.createTopic(s); err != nil {
 			return fmt.Errorf("create internal topic %s: %w", name, err)
 		}

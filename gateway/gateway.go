@@ -294,6 +294,9 @@ func (s brokerStats) GroupLag() []metrics.GroupLag {
 
 func (s brokerStats) ActiveTransactions() int { return s.b.ActiveTransactions() }
 
+// OffsetsTopicDropped feeds tollgate_broker_consumer_offsets_dropped_total.
+func (s brokerStats) OffsetsTopicDropped() int64 { return s.b.OffsetsTopicDropped() }
+
 var _ metrics.ShareStatsSource = brokerStats{}
 
 func (s brokerStats) ShareStats() []metrics.ShareStat {

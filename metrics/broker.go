@@ -43,6 +43,10 @@ type BrokerStats interface {
 	ActiveTransactions() int
 }
 
+// offsetsDropper is an optional BrokerStats method: records the
+// built-in broker's __consumer_offsets mirror dropped.
+type offsetsDropper interface{ OffsetsTopicDropped() int64 }
+
 // maxBrokerSeries caps the per-partition and per-group series one scrape
 // emits. Topic and group names are the broker's own state (bounded by
 // what exists), but a broker with 100,000 partitions should not make a
@@ -71,6 +75,8 @@ var (
 		"Built-in broker: bytes the log cleaner removed from a compacted partition since the broker started.", []string{"topic", "partition"}, nil)
 	descKeyless = prometheus.NewDesc("tollgate_broker_compacted_keyless_refused_total",
 		"Built-in broker: produces to a compacted partition refused for a record without a key (INVALID_RECORD).", []string{"topic", "partition"}, nil)
+	descOffsetsDropped = prometheus.NewDesc("tollgate_broker_consumer_offsets_dropped_total",
+		"Built-in broker: __consumer_offsets mirror records dropped (queue full or append failed); the coordinator journal keeps the offsets.", nil, nil)
 	descTrunc = prometheus.NewDesc("tollgate_broker_series_truncated",
 		"1 when the last scrape left out partitions or groups beyond the series cap.", nil, nil)
 )
@@ -80,7 +86,7 @@ type brokerCollector struct {
 }
 
 func (c *brokerCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range append([]*prometheus.Desc{descLEO, descLSO, descSize, descDirty, descCleanRuns, descCleanBytes, descKeyless, descLag, descMembers, descTxns, descTrunc}, shareDescs...) {
+	for _, d := range append([]*prometheus.Desc{descLEO, descLSO, descSize, descDirty, descCleanRuns, descCleanBytes, descKeyless, descLag, descMembers, descTxns, descOffsetsDropped, descTrunc}, shareDescs...) {
 		ch <- d
 	}
 }
@@ -121,6 +127,9 @@ func (c *brokerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(n), g)
 	}
 	ch <- prometheus.MustNewConstMetric(descTxns, prometheus.GaugeValue, float64(s.ActiveTransactions()))
+	if d, ok := s.(offsetsDropper); ok {
+		ch <- prometheus.MustNewConstMetric(descOffsetsDropped, prometheus.CounterValue, float64(d.OffsetsTopicDropped()))
+	}
 	if collectShare(s, ch) {
 		truncated = 1
 	}

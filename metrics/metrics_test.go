@@ -111,7 +111,8 @@ func (fakeBroker) Partitions() []PartitionStat {
 func (fakeBroker) GroupLag() []GroupLag {
 	return []GroupLag{{Group: "billing", Topic: "orders", Partition: 0, Lag: 7, Members: 3}}
 }
-func (fakeBroker) ActiveTransactions() int { return 2 }
+func (fakeBroker) ActiveTransactions() int    { return 2 }
+func (fakeBroker) OffsetsTopicDropped() int64 { return 4 }
 
 func TestCountersMatchCalls(t *testing.T) {
 	reg := prometheus.NewRegistry()
@@ -148,6 +149,7 @@ func TestCountersMatchCalls(t *testing.T) {
 
 	f := scrape(t, base)
 	mustValue(t, f, 1, "tollgate_connections_active", "listener", "outside")
+	mustValue(t, f, 4, "tollgate_broker_consumer_offsets_dropped_total")
 	mustValue(t, f, 2, "tollgate_connections_total", "listener", "outside")
 	mustValue(t, f, 1, "tollgate_connections_active", "listener", "inside")
 	mustValue(t, f, 1, "tollgate_connection_closes_total", "listener", "outside", "reason", "client_closed")

@@ -129,9 +129,14 @@ func walkStream(payload io.Reader, h *batchHeader, compacted bool, fn func(Recor
 	if err := walkSource(src, h, compacted, fn); err != nil {
 		return err
 	}
-	if _, err := src.ReadByte(); err == nil {
+	switch _, err := src.ReadByte(); {
+	case err == nil:
 		return fmt.Errorf("%w: bytes follow the batch's %d records", ErrInvalidRecord, h.numRecords)
-	} else if !errors.Is(err, io.EOF) {
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		// Every record was read but the compressed stream stops short of
+		// its end (a gzip trailer, an lz4 end mark): the payload is cut.
+		return fmt.Errorf("%w: %s payload is truncated after its records", ErrCorruptMessage, codecName(h.compression()))
+	case !errors.Is(err, io.EOF):
 		return err
 	}
 	return nil
