@@ -30,6 +30,7 @@ type childInfo struct {
 	PID       int               `json:"pid"`
 	Bootstrap string            `json:"bootstrap,omitempty"` // the gateway's bootstrap port
 	Routes    map[string]string `json:"routes,omitempty"`    // relay: upstream -> relay port
+	Admin     string            `json:"admin,omitempty"`     // the gateway's admin server (--admin-listen only)
 }
 
 // childExit is the JSON line a gateway child started with --config prints
@@ -41,7 +42,7 @@ type childExit struct {
 // ServeChild is the child side: args are
 //
 //	--child relay|tollgate --upstream host:port[,host:port...] [--cpuprofile FILE] [--log-level LEVEL]
-//	--child tollgate --config FILE [--no-metrics] [--cpuprofile FILE]
+//	--child tollgate --config FILE [--no-metrics] [--cpuprofile FILE] [--admin-listen host:port]
 //
 // It starts the relay or the gateway in front of the upstream, prints one
 // JSON line describing where it listens, and serves until stdin reaches
@@ -58,6 +59,7 @@ func ServeChild(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	logLevel := fs.String("log-level", "warn", "debug | info | warn | error")
 	config := fs.String("config", "", "gateway only: serve this configuration file (upstream, policy, audit)")
 	noMetrics := fs.Bool("no-metrics", false, "with --config: detach the metrics hooks (a benchmark-only variant; the product has no such switch)")
+	adminListen := fs.String("admin-listen", "", "with --config: serve the admin server (/metrics) here, e.g. 127.0.0.1:0 (default: off)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -101,7 +103,7 @@ func ServeChild(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 		gateway *configured
 	)
 	if cfg != nil {
-		gateway, err = startConfigured(cfg, !*noMetrics, log)
+		gateway, err = startConfigured(cfg, !*noMetrics, *adminListen, log)
 		if err == nil {
 			info = gateway.info
 			stop = func() {} // the gateway is stopped below, to report its counters
@@ -159,7 +161,7 @@ func startMiddle(role Path, upstreams []string, log *slog.Logger) (stop func(), 
 		if err != nil {
 			return nil, info, err
 		}
-		g, err := startConfigured(cfg, true, log)
+		g, err := startConfigured(cfg, true, "", log)
 		if err != nil {
 			return nil, info, err
 		}

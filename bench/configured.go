@@ -39,13 +39,14 @@ type configured struct {
 
 // startConfigured starts the gateway for an upstream-mode configuration
 // through package gateway (the same assembly as cmd/tollgate). The admin
-// HTTP server is not started (the benchmark scrapes nothing, and the
-// collectors run whether or not it is). withMetrics false detaches the
+// HTTP server is started only when admin is an address (the soak suite
+// scrapes its /metrics); "" leaves it off, and the collectors run whether
+// or not it is. withMetrics false detaches the
 // metrics hooks: a benchmark-only variant that measures what the
 // collectors cost; the product has no such switch. TLS to the upstream and
 // SASL listeners are refused: kfake speaks plaintext and the benchmark's
 // clients do not authenticate.
-func startConfigured(cfg *configs.Config, withMetrics bool, log *slog.Logger) (*configured, error) {
+func startConfigured(cfg *configs.Config, withMetrics bool, admin string, log *slog.Logger) (*configured, error) {
 	if !cfg.UpstreamMode() {
 		return nil, errors.New("configured gateway: the configuration has no upstream (the benchmark forwards to kfake)")
 	}
@@ -58,6 +59,9 @@ func startConfigured(cfg *configs.Config, withMetrics bool, log *slog.Logger) (*
 		}
 	}
 	cfg.Admin.Listen = configs.AdminOff
+	if admin != "" {
+		cfg.Admin.Listen = admin
+	}
 	var opts []gateway.Option
 	if !withMetrics {
 		opts = append(opts, gateway.WithoutMetricsHooks())
@@ -70,8 +74,12 @@ func startConfigured(cfg *configs.Config, withMetrics bool, log *slog.Logger) (*
 		g.Close(context.Background())
 		return nil, fmt.Errorf("configured gateway: start: %w", err)
 	}
+	info := childInfo{Role: Gateway, Bootstrap: g.Server.Addr(0).String()}
+	if a := g.AdminAddr(); a != nil {
+		info.Admin = a.String()
+	}
 	return &configured{
-		info:        childInfo{Role: Gateway, Bootstrap: g.Server.Addr(0).String()},
+		info:        info,
 		g:           g,
 		withMetrics: withMetrics,
 		rules:       len(cfg.Policy.Rules),

@@ -55,7 +55,7 @@ const (
 )
 
 // Suites lists the suites in the order the command documents them.
-var Suites = []Suite{SuiteGateway, SuitePolicy, SuiteAudit, SuiteTLS, SuiteSinglePort, SuiteBroker}
+var Suites = []Suite{SuiteGateway, SuitePolicy, SuiteAudit, SuiteTLS, SuiteSinglePort, SuiteBroker, SuiteSoak}
 
 // ErrUnknownSuite is returned for a suite name RunSuite does not run.
 var ErrUnknownSuite = errors.New("unknown suite")
@@ -443,7 +443,7 @@ func (b *bencher) startVariant(v variant, dir string, profile bool) (*variantEnv
 	var info childInfo
 	if b.opts.Command == nil {
 		log := slog.New(slog.NewTextHandler(b.opts.ChildStderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("variant", v.name)
-		gw, err := startConfigured(cfg, v.metrics, log)
+		gw, err := startConfigured(cfg, v.metrics, "", log)
 		if err != nil {
 			return nil, err
 		}

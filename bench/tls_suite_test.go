@@ -99,7 +99,7 @@ func startTLSPair(t *testing.T) (plain, secure *variantEnv, clientTLS *tls.Confi
 		if got := cfg.Listeners[0].TLS != nil; got != (v.tls != nil) {
 			t.Fatalf("%s: bench listener TLS %v in\n%s", v.name, got, src)
 		}
-		gw, err := startConfigured(cfg, true, log)
+		gw, err := startConfigured(cfg, true, "", log)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -360,7 +360,7 @@ func TestConfiguredRefusesSASL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := startConfigured(cfg, false, slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil || !strings.Contains(err.Error(), "listener bench: SASL") {
+	if _, err := startConfigured(cfg, false, "", slog.New(slog.NewTextHandler(io.Discard, nil))); err == nil || !strings.Contains(err.Error(), "listener bench: SASL") {
 		t.Errorf("startConfigured with SASL: %v", err)
 	}
 }

@@ -56,6 +56,19 @@ func startScripted(t *testing.T, wrap func(net.Listener) net.Listener, answer fu
 	return p
 }
 
+// request is the CONNECT request the proxy read (bounded: a proxy that
+// never got one fails the test instead of hanging it).
+func (p *scriptedProxy) request(t *testing.T) *http.Request {
+	t.Helper()
+	select {
+	case req := <-p.got:
+		return req
+	case <-time.After(10 * time.Second):
+		t.Fatal("the scripted proxy read no request within 10s")
+		return nil
+	}
+}
+
 func (p *scriptedProxy) url(scheme, user string) *url.URL {
 	u := &url.URL{Scheme: scheme, Host: p.ln.Addr().String()}
 	if user != "" {
@@ -88,7 +101,7 @@ func TestConnectKeepsEarlyBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	req := <-p.got
+	req := p.request(t)
 	if req.Method != http.MethodConnect || req.Host != "broker-1.internal:9092" {
 		t.Errorf("request %s %s, want CONNECT broker-1.internal:9092", req.Method, req.Host)
 	}
@@ -184,7 +197,7 @@ func TestHTTPSProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
-	if req := <-p.got; req.Host != "b:9092" {
+	if req := p.request(t); req.Host != "b:9092" {
 		t.Errorf("CONNECT %s", req.Host)
 	}
 	// The wrong roots: the handshake fails and says the proxy is unreachable.

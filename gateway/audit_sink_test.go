@@ -68,7 +68,7 @@ func TestAuditSinkUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(c.Close) // after the gateway's, which flushes the trail to c
 	g := startFrom(t, `
 listeners: [{ listen: "127.0.0.1:0", broker_port_base: 0 }]
 upstream: { bootstrap: [`+c.ListenAddrs()[0]+`] }
@@ -90,7 +90,7 @@ func TestAuditSinkCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(c.Close) // after the gateway's, which flushes the trail to c
 	g := startFrom(t, `
 listeners: [{ listen: "127.0.0.1:0" }]
 broker: { data_dir: `+t.TempDir()+`, fsync: never }

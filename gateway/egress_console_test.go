@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -28,7 +29,7 @@ admin: { listen: "127.0.0.1:0" }
 `, strings.Join(c.ListenAddrs(), ", "), p.url, upTLS))
 	req, _ := http.NewRequest(http.MethodGet, "http://"+g.AdminAddr().String()+"/ui/topics/egress", nil)
 	req.Header.Set("Accept", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

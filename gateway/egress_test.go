@@ -221,6 +221,11 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// egressUser is the system user of dante's username method, one per test
+// process: two runs of this package at once (two worktrees, -count with
+// parallel packages) must not delete each other's user.
+var egressUser = fmt.Sprintf("tg-egress-%d", os.Getpid())
+
 // systemUser creates a throw-away system user for dante's username
 // method (root only) and removes it at the end of the test.
 func systemUser(t *testing.T, name, pass string) {
@@ -262,8 +267,8 @@ func TestEgressThroughProxies(t *testing.T) {
 		{"tinyproxy upstream tls", func(t *testing.T) runningProxy { return startTinyproxy(t, "", "") }, tinyproxyTunnel, true},
 		{"danted", func(t *testing.T) runningProxy { return startDanted(t, "", "") }, dantedTunnel, false},
 		{"danted username", func(t *testing.T) runningProxy {
-			systemUser(t, "tg-egress-test", "pw-0123")
-			return startDanted(t, "tg-egress-test", "pw-0123")
+			systemUser(t, egressUser, "pw-0123")
+			return startDanted(t, egressUser, "pw-0123")
 		}, dantedTunnel, false},
 	}
 	for _, tc := range cases {
@@ -400,8 +405,8 @@ func TestEgressErrors(t *testing.T) {
 		}
 	})
 	t.Run("danted wrong password", func(t *testing.T) {
-		systemUser(t, "tg-egress-test", "pw-0123")
-		p := startDanted(t, "tg-egress-test", "pw-0123")
+		systemUser(t, egressUser, "pw-0123")
+		p := startDanted(t, egressUser, "pw-0123")
 		err := dial(t, strings.Replace(p.url, "pw-0123", "nope", 1), target.Addr().String())
 		if !errors.Is(err, egress.ErrProxyAuth) {
 			t.Errorf("error %v, want proxy authentication failed", err)

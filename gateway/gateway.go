@@ -177,13 +177,21 @@ func (g *Gateway) AdminAddr() net.Addr {
 	return g.admin.Addr()
 }
 
+// adminShutdownTimeout bounds the admin server's shutdown in Close: a
+// request still running after it (a console page waiting on Kafka, a
+// scrape) has its connection closed.
+const adminShutdownTimeout = 5 * time.Second
+
 // Close drains the gateway (bounded by ctx, or the drain timeout when ctx
 // has no deadline), then closes the admin server, the backend and the
 // audit trail.
 func (g *Gateway) Close(ctx context.Context) error {
 	err := g.Server.Shutdown(ctx)
 	if g.admin != nil {
-		g.admin.Shutdown(context.Background())
+		// ctx may be spent by the drain: the admin server gets its own bound.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), adminShutdownTimeout)
+		g.admin.Shutdown(actx)
+		cancel()
 	}
 	if g.console != nil {
 		g.console.Close()

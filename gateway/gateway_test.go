@@ -87,7 +87,7 @@ func TestUpstreamFromConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(c.Close) // after the gateway's (cleanups run last-in first-out)
 	g := startFrom(t, `
 listeners: [{ listen: "127.0.0.1:0", broker_port_base: 0 }]
 upstream: { bootstrap: [`+c.ListenAddrs()[0]+`] }
@@ -114,7 +114,7 @@ admin: { listen: "off" }
 // missingMetrics returns the strings of wants that url's body lacks.
 func missingMetrics(t *testing.T, url string, wants []string) []string {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}

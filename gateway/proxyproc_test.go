@@ -3,7 +3,9 @@ package gateway
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -65,20 +67,18 @@ func startListening(t *testing.T, port int, out *syncBuffer, name string, args [
 	}
 	cmd := exec.Command(path, args...)
 	cmd.Stdout, cmd.Stderr = out, out
+	// Its own process group: dante forks children that inherit the output
+	// pipe, and cmd.Wait waits for the pipe as well as for the process.
+	// Stopping signals the whole group (only processes this test started),
+	// and WaitDelay bounds the wait for the pipe.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		return false, err
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
+	t.Cleanup(func() { stopProcess(t, name, cmd.Process.Pid, done) })
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		owned, err := listensOn(cmd.Process.Pid, port)
@@ -97,6 +97,23 @@ func startListening(t *testing.T, port int, out *syncBuffer, name string, args [
 			return false, fmt.Errorf("not listening on 127.0.0.1:%d after 15s", port)
 		}
 		time.Sleep(20 * time.Millisecond) // poll interval
+	}
+}
+
+// stopProcess ends the process group pgid (SIGTERM, then SIGKILL after
+// 10 s) and waits, bounded, for done.
+func stopProcess(t *testing.T, name string, pgid int, done <-chan struct{}) {
+	syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-done:
+		return
+	case <-time.After(10 * time.Second):
+	}
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Errorf("%s (process group %d) did not exit 30s after SIGKILL", name, pgid)
 	}
 }
 
@@ -188,4 +205,96 @@ func TestStartOnFreePortRetries(t *testing.T) {
 	if err != nil || !strings.HasPrefix(line, "HTTP/1.") {
 		t.Errorf("the proxy answered %q, %v; want an HTTP status line", line, err)
 	}
+}
+
+// TestProxyStopEndsForkedChildren: dante serves each tunnel in a forked
+// io-child that outlives its mother process and keeps the mother's output
+// pipe open, so waiting for the mother alone (cmd.Wait) would wait for
+// the tunnel. Here the tunnel stays open through the proxy's cleanup (its
+// connection is closed by a cleanup that runs after it): stopping the
+// proxy must end the io-child too, within stopProcess's bounds.
+func TestProxyStopEndsForkedChildren(t *testing.T) {
+	target, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { target.Close() })
+	var tunnel net.Conn
+	t.Cleanup(func() {
+		if tunnel != nil {
+			tunnel.Close()
+		}
+	})
+	var pgid int
+	t.Run("proxy", func(t *testing.T) {
+		p := startDanted(t, "", "")
+		u, err := url.Parse(p.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tunnel, err = net.DialTimeout("tcp", u.Host, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		tunnel.SetDeadline(time.Now().Add(10 * time.Second))
+		// SOCKS5 (RFC 1928): no authentication, then CONNECT to target.
+		a := target.Addr().(*net.TCPAddr)
+		req := append([]byte{5, 1, 0, 5, 1, 0, 1}, a.IP.To4()...)
+		req = append(req, byte(a.Port>>8), byte(a.Port))
+		if _, err := tunnel.Write(req); err != nil {
+			t.Fatal(err)
+		}
+		reply := make([]byte, 2+10)
+		if _, err := io.ReadFull(tunnel, reply); err != nil || reply[1] != 0 || reply[3] != 0 {
+			t.Fatalf("SOCKS reply %v, %v", reply, err)
+		}
+		pgid = danteGroup(t, u.Port())
+		if n := groupSize(pgid); n < 2 {
+			t.Fatalf("dante's process group has %d processes; the test needs its io-child", n)
+		}
+	})
+	// The subtest's cleanup stopped the proxy while the tunnel was open.
+	if n := groupSize(pgid); n != 0 {
+		t.Fatalf("%d processes of dante's group %d are still running after its cleanup", n, pgid)
+	}
+}
+
+// danteGroup is the process group of the process listening on port.
+func danteGroup(t *testing.T, port string) int {
+	t.Helper()
+	p, _ := strconv.Atoi(port)
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ok, _ := listensOn(pid, p); ok {
+			g, err := syscall.Getpgid(pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return g
+		}
+	}
+	t.Fatalf("no process listens on port %s", port)
+	return 0
+}
+
+// groupSize counts the live processes of group pgid (zombies excluded).
+func groupSize(pgid int) int {
+	entries, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range entries {
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(stat), ')')
+		f := strings.Fields(string(stat[i+1:]))
+		// f[0] is the state, f[2] the process group.
+		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			n++
+		}
+	}
+	return n
 }

@@ -175,11 +175,14 @@ func (a *AdminServer) Start() {
 }
 
 // Shutdown ends live streams, then shuts the HTTP server down gracefully
-// within ctx.
+// within ctx; requests still running when ctx ends have their connections
+// closed (http.Server.Close), so a handler that does not return cannot
+// hold the shutdown.
 func (a *AdminServer) Shutdown(ctx context.Context) error {
 	a.stopOnce.Do(func() { close(a.stop); a.noisy.Close() })
 	defer a.ln.Close() // for a server shut down before Start
 	if err := a.srv.Shutdown(ctx); err != nil {
+		a.srv.Close()
 		return fmt.Errorf("admin shutdown: %w", err)
 	}
 	return nil

@@ -228,7 +228,8 @@ func (s *Server) startSession(l *listener, c net.Conn, node int32) {
 
 // Shutdown stops accepting, lets every session finish the requests it has
 // already read (bounded by ctx, or DrainTimeout if ctx has no deadline), then
-// closes what is left and waits for every goroutine.
+// closes what is left and waits for every goroutine (at most
+// shutdownCloseGrace more: the error then says how many sessions are left).
 func (s *Server) Shutdown(ctx context.Context) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -259,9 +260,25 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, sess := range sessions {
 		sess.close(closeShutdown, nil)
 	}
-	<-done
-	return fmt.Errorf("drain: %w", ctx.Err())
+	// A closed session's goroutines end on their next read or write; one
+	// that does not (a bug) must not hold the shutdown forever.
+	t := time.NewTimer(shutdownCloseGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return fmt.Errorf("drain: %w", ctx.Err())
+	case <-t.C:
+	}
+	s.mu.Lock()
+	left := len(s.sessions)
+	s.mu.Unlock()
+	s.log.Error("shutdown: sessions still running after they were closed", "sessions", left, "waited", shutdownCloseGrace)
+	return fmt.Errorf("drain: %w; %d session(s) still running %v after they were closed", ctx.Err(), left, shutdownCloseGrace)
 }
+
+// shutdownCloseGrace is how long Shutdown waits, once the drain has timed
+// out and every session was closed, for their goroutines to end.
+const shutdownCloseGrace = 5 * time.Second
 
 func (s *Server) closeListeners() {
 	for _, l := range s.listeners {

@@ -6,6 +6,7 @@
 //	go run ./cmd/tollgate-bench --suite policy|audit|tls|single-port    # tollgate against itself
 //	go build -o /tmp/tollgate ./cmd/tollgate
 //	go run ./cmd/tollgate-bench --suite broker --tollgate /tmp/tollgate
+//	go run ./cmd/tollgate-bench --suite soak --duration 2m   # RSS and goroutines under churn
 package main
 
 import (
@@ -51,20 +52,20 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tollgate-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		duration   = fs.Duration("duration", 5*time.Second, "measured window of each run")
+		duration   = fs.Duration("duration", 5*time.Second, "measured window of each run (soak: the whole run, default 2m)")
 		warmup     = fs.Duration("warmup", time.Second, "unmeasured warm-up at the start of each run")
 		rounds     = fs.Int("rounds", 3, "rounds; each runs every workload over every path (gateway suite) or variant (policy, audit, tls)")
 		workloads  = fs.String("workloads", strings.Join(bench.WorkloadNames(), ","), "comma-separated workloads to run")
 		brokers    = fs.Int("brokers", 1, "kfake brokers")
 		partitions = fs.Int("partitions", 3, "partitions of the throughput topics")
-		rate       = fs.Int("rate", 1000, "records/s of the latency workload")
+		rate       = fs.Int("rate", 1000, "records/s of the latency workload (soak: produced in total)")
 		consumeMiB = fs.Int64("consume-mib", 32, "size of the topic the consume workload loops over")
 		jsonOut    = fs.Bool("json", false, "print the report as JSON instead of a table")
 		cpuprofile = fs.String("cpuprofile", "", "write a CPU profile of the gateway process to this file (policy: the topic-100 gateway; audit: the full one; tls: the TLS one)")
 		inProcess  = fs.Bool("in-process", false, "run relay and gateway in this process (no CPU or RSS figures)")
 		check      = fs.Bool("check", false, "exit 3 if a target of the issue is missed")
 		quiet      = fs.Bool("quiet", false, "no per-run progress on stderr")
-		suite      = fs.String("suite", string(bench.SuiteGateway), "gateway | policy | audit | tls | single-port | broker")
+		suite      = fs.String("suite", string(bench.SuiteGateway), "gateway | policy | audit | tls | single-port | broker | soak")
 		workDir    = fs.String("work-dir", "", "policy/audit/tls: keep each variant's config file, audit sink and certificates here (default: a temporary directory, removed)")
 
 		tollgateBin    = fs.String("tollgate", "", "broker: the tollgate binary to measure (default: tollgate beside this command, else on $PATH)")
@@ -77,7 +78,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		brokerLatDur   = fs.Duration("broker-latency-duration", 5*time.Second, "broker: length of each latency run")
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tollgate-bench [--suite gateway|policy|audit|tls|broker] [flags]\n\nworkloads: "+strings.Join(bench.WorkloadNames(), ", ")+
+		fmt.Fprintln(stderr, "usage: tollgate-bench [--suite gateway|policy|audit|tls|single-port|broker|soak] [flags]\n\nworkloads: "+strings.Join(bench.WorkloadNames(), ", ")+
 			"\n(policy, audit and tls default to "+strings.Join(bench.SuiteWorkloads, ",")+")\n\nflags:")
 		fs.PrintDefaults()
 	}
@@ -181,8 +182,13 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		rep, err = bench.RunSuite(ctx, s, opts)
 	case bench.SuiteTLS:
 		rep, err = bench.RunTLSSuite(ctx, opts)
+	case bench.SuiteSoak:
+		if !set["duration"] {
+			opts.Duration = 2 * time.Minute
+		}
+		rep, err = bench.RunSoak(ctx, opts)
 	default:
-		fmt.Fprintf(stderr, "tollgate-bench: unknown suite %q (want gateway, policy, audit, tls or broker)\n", *suite)
+		fmt.Fprintf(stderr, "tollgate-bench: unknown suite %q (want gateway, policy, audit, tls, single-port, broker or soak)\n", *suite)
 		return 2
 	}
 	if err != nil {
