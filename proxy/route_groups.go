@@ -51,14 +51,7 @@ func (t *tunnel) routeOffsetFetchGroups(r *kmsg.OffsetFetchRequest, rep reply) e
 		}
 		return out, nil
 	}
-	if len(parts) == 0 {
-		if rep != nil {
-			resp, _ := merge(nil)
-			rep(resp, nil)
-		}
-		return nil
-	}
-	return t.scatter(parts, rep, merge)
+	return t.scatterOrAnswer(parts, rep, merge)
 }
 
 func (t *tunnel) routeDescribeGroups(r *kmsg.DescribeGroupsRequest, rep reply) error {
@@ -83,14 +76,7 @@ func (t *tunnel) routeDescribeGroups(r *kmsg.DescribeGroupsRequest, rep reply) e
 		}
 		return out, nil
 	}
-	if len(parts) == 0 {
-		if rep != nil {
-			resp, _ := merge(nil)
-			rep(resp, nil)
-		}
-		return nil
-	}
-	return t.scatter(parts, rep, merge)
+	return t.scatterOrAnswer(parts, rep, merge)
 }
 
 func (t *tunnel) routeDeleteGroups(r *kmsg.DeleteGroupsRequest, rep reply) error {
@@ -115,14 +101,7 @@ func (t *tunnel) routeDeleteGroups(r *kmsg.DeleteGroupsRequest, rep reply) error
 		}
 		return out, nil
 	}
-	if len(parts) == 0 {
-		if rep != nil {
-			resp, _ := merge(nil)
-			rep(resp, nil)
-		}
-		return nil
-	}
-	return t.scatter(parts, rep, merge)
+	return t.scatterOrAnswer(parts, rep, merge)
 }
 
 // routeFanOut sends ListGroups to every broker and merges the lists.
@@ -154,4 +133,18 @@ func (t *tunnel) routeFanOut(req kmsg.Request, rep reply) error {
 		}
 		return out, nil
 	})
+}
+
+// scatterOrAnswer scatters parts like scatter; when no group has a known
+// coordinator (no parts), merge answers alone, every group with the error
+// it puts in for the groups it was not given, and nothing is sent upstream.
+func (t *tunnel) scatterOrAnswer(parts map[int32]kmsg.Request, rep reply, merge func(map[int32]kmsg.Response) (kmsg.Response, error)) error {
+	if len(parts) > 0 {
+		return t.scatter(parts, rep, merge)
+	}
+	if rep != nil {
+		resp, _ := merge(nil)
+		rep(resp, nil)
+	}
+	return nil
 }
