@@ -300,3 +300,24 @@ func stdinOr(r io.Reader) io.Reader {
 	}
 	return os.Stdin
 }
+
+// emitEach writes descriptions as emit does: one object (a list of more
+// than one) in JSON and YAML, and in text each one by write, a blank line
+// between them.
+func emitEach[T any](c *common, w io.Writer, items []T, write func(io.Writer, T) error) error {
+	var v any = items
+	if len(items) == 1 {
+		v = items[0]
+	}
+	return c.emit(w, v, func(w io.Writer) error {
+		for i, d := range items {
+			if i > 0 {
+				fmt.Fprintln(w)
+			}
+			if err := write(w, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

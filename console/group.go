@@ -243,21 +243,7 @@ func groupDescribe(ctx context.Context, c *common, _ *groupFlags, pos []string, 
 		}
 		out = append(out, d)
 	}
-	var v any = out
-	if len(out) == 1 {
-		v = out[0]
-	}
-	return c.emit(std.Out, v, func(w io.Writer) error {
-		for i, d := range out {
-			if i > 0 {
-				fmt.Fprintln(w)
-			}
-			if err := writeGroup(w, d); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return emitEach(c, std.Out, out, writeGroup)
 }
 
 func writeGroup(w io.Writer, d GroupDescription) error {

@@ -185,21 +185,7 @@ func topicDescribe(ctx context.Context, c *common, _ *topicFlags, pos []string, 
 		}
 		out = append(out, d)
 	}
-	var v any = out
-	if len(out) == 1 {
-		v = out[0]
-	}
-	return c.emit(std.Out, v, func(w io.Writer) error {
-		for i, d := range out {
-			if i > 0 {
-				fmt.Fprintln(w)
-			}
-			if err := writeTopic(w, d); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return emitEach(c, std.Out, out, writeTopic)
 }
 
 // DescribeTopic is what `topic describe` shows: partitions with offsets
