@@ -41,6 +41,8 @@ type tunnel struct {
 	// clientID is the client's id (from its latest request header), sent
 	// on the upstream connections the tunnel dials.
 	clientID string
+	// share is the tunnel's gateway-owned share sessions (route_share.go).
+	share *shareState
 }
 
 func newTunnel(s *session, o *SinglePortOptions) *tunnel {

@@ -60,7 +60,7 @@ func coordOf(req kmsg.Request) (k coordKey, ok bool) {
 	case *kmsg.EndTxnRequest:
 		return x(r.TransactionalID)
 	}
-	return coordKey{}, false
+	return shareCoordOf(req)
 }
 
 // coordinatorKeys lists the coordinator-routed keys single-port serves.
@@ -77,6 +77,9 @@ func (t *tunnel) coordinatorFor(k coordKey) (int32, error) {
 
 // routeCoordinator sends a coordinator request to its coordinator.
 func (t *tunnel) routeCoordinator(req kmsg.Request, rep reply) error {
+	if done, err := t.routeShareCoordinator(req, rep); done {
+		return err
+	}
 	switch r := req.(type) {
 	case *kmsg.OffsetFetchRequest:
 		if r.Version >= 8 {
@@ -142,7 +145,7 @@ func setTopError(resp kmsg.Response, code int16) bool {
 	case *kmsg.OffsetFetchResponse:
 		r.ErrorCode = code
 	default:
-		return false
+		return setShareTopError(resp, code)
 	}
 	return true
 }
@@ -196,5 +199,5 @@ func coordinatorMoved(resp kmsg.Response) bool {
 			}
 		}
 	}
-	return false
+	return shareCoordinatorMoved(resp)
 }

@@ -105,6 +105,10 @@ func (t *tunnel) routeLeaders(req kmsg.Request, rep reply) error {
 		return t.routeOffsetForLeaderEpoch(r, rep)
 	case *kmsg.DeleteRecordsRequest:
 		return t.routeDeleteRecords(r, rep)
+	case *kmsg.ShareFetchRequest:
+		return t.routeShareFetch(r, rep)
+	case *kmsg.ShareAcknowledgeRequest:
+		return t.routeShareAcknowledge(r, rep)
 	}
 	return badRequest(closeUnsupported, "%s is not served in single-port mode", apiName(req.Key()))
 }

@@ -1,0 +1,744 @@
+package proxy
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/rewrite"
+)
+
+// Single-port share groups (KIP-932). A share consumer holds ONE share
+// session (group, member, ShareSessionEpoch) with the virtual node; the
+// gateway owns it, and holds one upstream share session per broker that
+// leads any of its partitions (Kafka keys a share session by group,
+// member and broker, so no client epoch is ever handed to a broker).
+//
+//   - Client epoch 0 opens a new session: every broker leading one of its
+//     partitions gets epoch 0 with its partitions; a broker that held the
+//     old session and leads none of the new partitions gets epoch -1.
+//   - Epoch > 0 is incremental: Topics add to the session, ForgottenTopics
+//     remove. Each broker gets the difference between the partitions it
+//     now leads and what its session holds (a leader move forgets the
+//     partition on the old broker and adds it on the new one; a broker
+//     with no session yet gets epoch 0 and its whole set).
+//   - Epoch -1 closes every broker's session.
+//
+// Every broker whose session holds partitions gets a part on each client
+// ShareFetch (each part's long poll capped at fetchPartWait when there
+// are several). Acknowledgements go to the partition's leader. A
+// top-level error from any part (INVALID_SHARE_SESSION_EPOCH,
+// SHARE_SESSION_NOT_FOUND, ...) reaches the client and breaks the
+// gateway's session, so the client's next epoch 0 rebuilds all of it.
+//
+// One limit: Kafka refuses acknowledgements on a session's first
+// request (epoch 0), and ShareAcknowledge cannot open one, so an
+// acknowledgement for a partition whose leader moved to a broker with no
+// session yet is answered NOT_LEADER_OR_FOLLOWER by the gateway; those
+// records are delivered again when their acquisition lock ends.
+
+// sharePart names one partition of a share session (share requests name
+// topics by id, KIP-516).
+type sharePart struct {
+	topic     [16]byte
+	partition int32
+}
+
+type shareMemberKey struct{ group, member string }
+
+// shareState is one tunnel's gateway-owned share sessions.
+// Ownership: created by the read loop (t.shares); planning runs in the
+// read loop and merges on brokerConn readers, so sessions and everything
+// in them are behind mu.
+type shareState struct {
+	mu       sync.Mutex
+	sessions map[shareMemberKey]*shareSession
+}
+
+// shareSession is the client's session with the virtual node.
+type shareSession struct {
+	epoch   int32               // the epoch the client must send next
+	parts   map[sharePart]int32 // the session's partitions → PartitionMaxBytes (v0)
+	brokers map[int32]*brokerShare
+	broken  bool // an upstream part failed: only epoch 0 or -1 is accepted
+}
+
+// brokerShare is the gateway's session with one upstream broker.
+type brokerShare struct {
+	epoch int32 // the epoch to send next (what the broker will expect)
+	parts map[sharePart]bool
+}
+
+// nextShareEpoch is the epoch after e; Kafka wraps MaxInt32 to 1.
+func nextShareEpoch(e int32) int32 {
+	if e == math.MaxInt32 {
+		return 1
+	}
+	return e + 1
+}
+
+func (t *tunnel) shares() *shareState {
+	if t.share == nil {
+		t.share = &shareState{sessions: map[shareMemberKey]*shareSession{}}
+	}
+	return t.share
+}
+
+func shareKeyOf(group, member *string) shareMemberKey {
+	var k shareMemberKey
+	if group != nil {
+		k.group = *group
+	}
+	if member != nil {
+		k.member = *member
+	}
+	return k
+}
+
+// sharePlan is what one client share request becomes upstream.
+type sharePlan struct {
+	key     shareMemberKey
+	sess    *shareSession // the session the answers belong to
+	parts   map[int32]kmsg.Request
+	closing map[int32]bool // parts closing a stale upstream session: answers not merged
+	unacked []sharePart    // acknowledgements the gateway could not deliver
+	errCode int16          // non-zero: answered by the gateway, nothing sent
+}
+
+// shareLeaders resolves the leader of every partition in parts.
+func (t *tunnel) shareLeaders(parts []sharePart) (map[sharePart]int32, error) {
+	out := make(map[sharePart]int32, len(parts))
+	for _, p := range parts {
+		if _, ok := out[p]; ok {
+			continue
+		}
+		n, err := t.leaderFor(t.topicName("", p.topic), p.partition)
+		if err != nil {
+			return nil, err
+		}
+		out[p] = n
+	}
+	return out, nil
+}
+
+// shareSnapshot lists the partitions a request may route: the session's
+// and the request's own (read under mu, resolved outside it, since a
+// leader lookup may ask the cluster).
+func (st *shareState) shareSnapshot(key shareMemberKey, req []sharePart) []sharePart {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := slices.Clone(req)
+	if s := st.sessions[key]; s != nil {
+		for p := range s.parts {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func shareFetchParts(r *kmsg.ShareFetchRequest) []sharePart {
+	var out []sharePart
+	for _, tp := range r.Topics {
+		for _, p := range tp.Partitions {
+			out = append(out, sharePart{tp.TopicID, p.Partition})
+		}
+	}
+	return out
+}
+
+func shareAckParts(r *kmsg.ShareAcknowledgeRequest) []sharePart {
+	var out []sharePart
+	for _, tp := range r.Topics {
+		for _, p := range tp.Partitions {
+			out = append(out, sharePart{tp.TopicID, p.Partition})
+		}
+	}
+	return out
+}
+
+// routeShareFetch routes a ShareFetch (key 78) through the gateway's
+// share session.
+func (t *tunnel) routeShareFetch(r *kmsg.ShareFetchRequest, rep reply) error {
+	st := t.shares()
+	key := shareKeyOf(r.GroupID, r.MemberID)
+	leaders, err := t.shareLeaders(st.shareSnapshot(key, shareFetchParts(r)))
+	if err != nil {
+		return err
+	}
+	st.mu.Lock()
+	plan := st.planShareFetch(t, key, r, leaders)
+	st.mu.Unlock()
+	if plan.errCode != 0 || len(plan.parts) == 0 {
+		if rep != nil {
+			resp := r.ResponseKind().(*kmsg.ShareFetchResponse)
+			resp.ErrorCode = plan.errCode
+			addShareFetchUnacked(resp, plan.unacked)
+			rep(resp, nil)
+		}
+		return nil
+	}
+	return t.scatterPartial(plan.parts, rep, func(m map[int32]kmsg.Response) (kmsg.Response, error) {
+		return t.mergeShareFetch(r, plan, m), nil
+	})
+}
+
+// planShareFetch turns a client ShareFetch into upstream parts, updating
+// the gateway's session as the brokers will once they answer. Called
+// with st.mu held.
+func (st *shareState) planShareFetch(t *tunnel, key shareMemberKey, r *kmsg.ShareFetchRequest, leaders map[sharePart]int32) sharePlan {
+	plan := sharePlan{key: key, parts: map[int32]kmsg.Request{}, closing: map[int32]bool{}}
+	s := st.sessions[key]
+	switch e := r.ShareSessionEpoch; {
+	case e == 0:
+		if shareFetchHasAcks(r) { // as Kafka: no acknowledgements on a new session
+			plan.errCode = kerr.InvalidRequest.Code
+			return plan
+		}
+		old := s
+		s = &shareSession{parts: map[sharePart]int32{}, brokers: map[int32]*brokerShare{}}
+		st.sessions[key] = s
+		s.addTopics(r.Topics)
+		st.planBrokers(t, s, r, leaders, &plan)
+		if old != nil {
+			for n := range old.brokers {
+				if _, ok := plan.parts[n]; !ok {
+					plan.parts[n], plan.closing[n] = closeShareFetch(r), true
+				}
+			}
+		}
+	case s == nil || (s.broken && e != -1):
+		plan.errCode = kerr.ShareSessionNotFound.Code
+		return plan
+	case e == -1:
+		delete(st.sessions, key)
+		st.planShareFetchClose(s, r, leaders, &plan)
+		plan.sess = s
+		return plan
+	case e != s.epoch:
+		plan.errCode = kerr.InvalidShareSessionEpoch.Code
+		return plan
+	default:
+		s.addTopics(r.Topics)
+		s.forget(r.ForgottenTopicsData)
+		st.planBrokers(t, s, r, leaders, &plan)
+	}
+	s.epoch = nextShareEpoch(r.ShareSessionEpoch)
+	plan.sess = s
+	return plan
+}
+
+func shareFetchHasAcks(r *kmsg.ShareFetchRequest) bool {
+	for _, tp := range r.Topics {
+		for _, p := range tp.Partitions {
+			if len(p.AcknowledgementBatches) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (s *shareSession) addTopics(topics []kmsg.ShareFetchRequestTopic) {
+	for _, tp := range topics {
+		for _, p := range tp.Partitions {
+			s.parts[sharePart{tp.TopicID, p.Partition}] = p.PartitionMaxBytes
+		}
+	}
+}
+
+func (s *shareSession) forget(fs []kmsg.ShareFetchRequestForgottenTopicsData) {
+	for _, ft := range fs {
+		for _, p := range ft.Partitions {
+			delete(s.parts, sharePart{ft.TopicID, p})
+		}
+	}
+}
+
+// fetchAcks are a ShareFetch's piggybacked acknowledgements by partition.
+type fetchAcks map[sharePart][]kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch
+
+func fetchAcksOf(r *kmsg.ShareFetchRequest) fetchAcks {
+	out := fetchAcks{}
+	for _, tp := range r.Topics {
+		for _, p := range tp.Partitions {
+			if len(p.AcknowledgementBatches) > 0 {
+				k := sharePart{tp.TopicID, p.Partition}
+				out[k] = append(out[k], p.AcknowledgementBatches...)
+			}
+		}
+	}
+	return out
+}
+
+// planBrokers gives each broker its part of an epoch ≥ 0 ShareFetch.
+func (st *shareState) planBrokers(t *tunnel, s *shareSession, r *kmsg.ShareFetchRequest, leaders map[sharePart]int32, plan *sharePlan) {
+	desired := map[int32]map[sharePart]bool{}
+	for p := range s.parts {
+		n := leaders[p]
+		if desired[n] == nil {
+			desired[n] = map[sharePart]bool{}
+		}
+		desired[n][p] = true
+	}
+	acks := fetchAcksOf(r)
+	ackBy := map[int32][]sharePart{}
+	for p := range acks {
+		ackBy[leaders[p]] = append(ackBy[leaders[p]], p)
+	}
+	nodes := map[int32]bool{}
+	for n := range desired {
+		nodes[n] = true
+	}
+	for n := range s.brokers {
+		nodes[n] = true
+	}
+	for n := range ackBy {
+		nodes[n] = true
+	}
+	for n := range nodes {
+		if part := s.brokerPart(r, n, desired[n], ackBy[n], acks, plan); part != nil {
+			plan.parts[n] = part
+		}
+	}
+	if len(plan.parts) > 1 {
+		for _, p := range plan.parts {
+			if c := p.(*kmsg.ShareFetchRequest); c.MaxWaitMillis > fetchPartWait {
+				c.MaxWaitMillis = fetchPartWait
+			}
+		}
+	}
+	if len(plan.parts) == 0 && !r.IsRenewAck {
+		st.planKeeper(t, s, r, plan)
+	}
+}
+
+// brokerPart is broker n's part of a ShareFetch, or nil when n needs
+// none; it updates n's session as the broker will.
+func (s *shareSession) brokerPart(r *kmsg.ShareFetchRequest, n int32, want map[sharePart]bool, ackHere []sharePart, acks fetchAcks, plan *sharePlan) *kmsg.ShareFetchRequest {
+	bs := s.brokers[n]
+	if r.IsRenewAck { // KIP-1222: acknowledgements only, the session's set untouched
+		if len(ackHere) == 0 {
+			return nil
+		}
+		if bs == nil {
+			plan.unacked = append(plan.unacked, ackHere...)
+			return nil
+		}
+		part := s.shareFetchPart(r, bs.epoch, ackHere, acks, nil)
+		for _, p := range ackHere {
+			bs.parts[p] = true
+		}
+		bs.epoch = nextShareEpoch(bs.epoch)
+		return part
+	}
+	if bs == nil {
+		// A new upstream session: epoch 0 with every partition n leads,
+		// and no acknowledgements (Kafka refuses them on epoch 0).
+		plan.unacked = append(plan.unacked, ackHere...)
+		if len(want) == 0 {
+			return nil
+		}
+		list := sortedParts(want)
+		s.brokers[n] = &brokerShare{epoch: 1, parts: want}
+		return s.shareFetchPart(r, 0, list, nil, nil)
+	}
+	var send, forget []sharePart
+	for p := range want {
+		if !bs.parts[p] {
+			send = append(send, p)
+		}
+	}
+	send = append(send, ackHere...) // listed for their acknowledgements
+	for p := range bs.parts {
+		if !want[p] {
+			forget = append(forget, p)
+		}
+	}
+	if len(want) == 0 && len(forget) == 0 && len(ackHere) == 0 {
+		return nil
+	}
+	part := s.shareFetchPart(r, bs.epoch, sortedParts(toSet(send)), acks, sortedParts(toSet(forget)))
+	if len(want) == 0 {
+		part.MaxWaitMillis = 0 // nothing to fetch there: answer at once
+	}
+	for _, p := range send {
+		bs.parts[p] = true
+	}
+	for _, p := range forget {
+		delete(bs.parts, p)
+	}
+	bs.epoch = nextShareEpoch(bs.epoch)
+	return part
+}
+
+// planKeeper: a ShareFetch no broker needs (an empty session) still
+// gets an answer from a broker holding this member's session, or opens
+// one (epoch 0, no partitions) on any broker.
+func (st *shareState) planKeeper(t *tunnel, s *shareSession, r *kmsg.ShareFetchRequest, plan *sharePlan) {
+	nodes := make([]int32, 0, len(s.brokers))
+	for n := range s.brokers {
+		nodes = append(nodes, n)
+	}
+	slices.Sort(nodes)
+	if len(nodes) > 0 {
+		bs := s.brokers[nodes[0]]
+		plan.parts[nodes[0]] = s.shareFetchPart(r, bs.epoch, nil, nil, nil)
+		bs.epoch = nextShareEpoch(bs.epoch)
+		return
+	}
+	n, err := t.view.anyBroker()
+	if err != nil {
+		plan.errCode = kerr.LeaderNotAvailable.Code
+		return
+	}
+	s.brokers[n] = &brokerShare{epoch: 1, parts: map[sharePart]bool{}}
+	plan.parts[n] = s.shareFetchPart(r, 0, nil, nil, nil)
+}
+
+// planShareFetchClose closes every upstream session (epoch -1), each
+// with the acknowledgements for the partitions its broker leads.
+func (st *shareState) planShareFetchClose(s *shareSession, r *kmsg.ShareFetchRequest, leaders map[sharePart]int32, plan *sharePlan) {
+	acks := fetchAcksOf(r)
+	ackBy := map[int32][]sharePart{}
+	for p := range acks {
+		n := leaders[p]
+		if s.brokers[n] == nil {
+			plan.unacked = append(plan.unacked, p)
+			continue
+		}
+		ackBy[n] = append(ackBy[n], p)
+	}
+	for n := range s.brokers {
+		plan.parts[n] = s.shareFetchPart(r, -1, sortedParts(toSet(ackBy[n])), acks, nil)
+	}
+}
+
+// shareFetchPart copies r for one broker: its epoch, the partitions to
+// list (with their acknowledgements) and to forget.
+func (s *shareSession) shareFetchPart(r *kmsg.ShareFetchRequest, epoch int32, list []sharePart, acks fetchAcks, forget []sharePart) *kmsg.ShareFetchRequest {
+	c := *r
+	c.ShareSessionEpoch, c.Topics, c.ForgottenTopicsData = epoch, nil, nil
+	for _, p := range list {
+		rp := kmsg.NewShareFetchRequestTopicPartition()
+		rp.Partition, rp.PartitionMaxBytes, rp.AcknowledgementBatches = p.partition, s.parts[p], acks[p]
+		if i := len(c.Topics) - 1; i >= 0 && c.Topics[i].TopicID == p.topic {
+			c.Topics[i].Partitions = append(c.Topics[i].Partitions, rp)
+			continue
+		}
+		tp := kmsg.NewShareFetchRequestTopic()
+		tp.TopicID, tp.Partitions = p.topic, []kmsg.ShareFetchRequestTopicPartition{rp}
+		c.Topics = append(c.Topics, tp)
+	}
+	for _, p := range forget {
+		if i := len(c.ForgottenTopicsData) - 1; i >= 0 && c.ForgottenTopicsData[i].TopicID == p.topic {
+			c.ForgottenTopicsData[i].Partitions = append(c.ForgottenTopicsData[i].Partitions, p.partition)
+			continue
+		}
+		ft := kmsg.NewShareFetchRequestForgottenTopicsData()
+		ft.TopicID, ft.Partitions = p.topic, []int32{p.partition}
+		c.ForgottenTopicsData = append(c.ForgottenTopicsData, ft)
+	}
+	return &c
+}
+
+// closeShareFetch closes a stale upstream session (no partitions).
+func closeShareFetch(r *kmsg.ShareFetchRequest) *kmsg.ShareFetchRequest {
+	c := *r
+	c.ShareSessionEpoch, c.Topics, c.ForgottenTopicsData, c.MaxWaitMillis = -1, nil, nil, 0
+	return &c
+}
+
+func toSet(ps []sharePart) map[sharePart]bool {
+	m := make(map[sharePart]bool, len(ps))
+	for _, p := range ps {
+		m[p] = true
+	}
+	return m
+}
+
+// sortedParts lists a set by topic id, then partition.
+func sortedParts(m map[sharePart]bool) []sharePart {
+	out := make([]sharePart, 0, len(m))
+	for p := range m {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b sharePart) int {
+		if c := slices.Compare(a.topic[:], b.topic[:]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.partition, b.partition)
+	})
+	return out
+}
+
+// breakShare marks the session broken after a failed part: the client
+// gets the error, resets, and its epoch 0 rebuilds every upstream session.
+func (st *shareState) breakShare(key shareMemberKey, s *shareSession) {
+	if st == nil || s == nil {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.sessions[key] == s {
+		s.broken = true
+	}
+}
+
+func shareFetchRespKey(x *kmsg.ShareFetchResponseTopic) string { return string(x.TopicID[:]) }
+func shareFetchRespParts(x *kmsg.ShareFetchResponseTopic) *[]kmsg.ShareFetchResponseTopicPartition {
+	return &x.Partitions
+}
+
+// mergeShareFetch joins the parts' answers: every partition, the largest
+// throttle, the shortest acquisition lock, the first top-level error
+// (which breaks the gateway's session), only the virtual node.
+func (t *tunnel) mergeShareFetch(r *kmsg.ShareFetchRequest, plan sharePlan, m map[int32]kmsg.Response) *kmsg.ShareFetchResponse {
+	out := r.ResponseKind().(*kmsg.ShareFetchResponse)
+	for n, resp := range m {
+		fr := resp.(*kmsg.ShareFetchResponse)
+		out.ThrottleMillis = max(out.ThrottleMillis, fr.ThrottleMillis)
+		if plan.closing[n] {
+			continue
+		}
+		if out.ErrorCode == 0 && fr.ErrorCode != 0 {
+			out.ErrorCode, out.ErrorMessage = fr.ErrorCode, fr.ErrorMessage
+		}
+		out.AcquisitionLockTimeoutMillis = minPositive(out.AcquisitionLockTimeoutMillis, fr.AcquisitionLockTimeoutMillis)
+		out.Topics = mergeTopics(out.Topics, fr.Topics, shareFetchRespKey, shareFetchRespParts)
+	}
+	for n := range plan.parts {
+		if _, ok := m[n]; !ok && !plan.closing[n] && out.ErrorCode == 0 {
+			out.ErrorCode = kerr.ShareSessionNotFound.Code // that broker's connection, and session, is gone
+		}
+	}
+	stale := len(plan.unacked) > 0
+	for _, tp := range out.Topics {
+		for _, p := range tp.Partitions {
+			stale = stale || staleCode(p.ErrorCode) || staleCode(p.AcknowledgeErrorCode)
+		}
+	}
+	if stale {
+		t.view.invalidate(true, nil)
+	}
+	if out.ErrorCode != 0 {
+		t.s.srv.noisy.Warn("single_port_share_session", t.s.remote, "single-port: an upstream share session failed; the client's session is reset", "conn", t.s.id, "err", kerr.ErrorForCode(out.ErrorCode))
+		t.share.breakShare(plan.key, plan.sess)
+		out.Topics = nil
+	} else {
+		addShareFetchUnacked(out, plan.unacked)
+	}
+	t.virtualShare(out)
+	return out
+}
+
+func minPositive(a, b int32) int32 {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}
+
+// addShareFetchUnacked answers the acknowledgements the gateway could not
+// deliver with NOT_LEADER_OR_FOLLOWER.
+func addShareFetchUnacked(out *kmsg.ShareFetchResponse, unacked []sharePart) {
+	for _, u := range unacked {
+		tp := kmsg.NewShareFetchResponseTopic()
+		tp.TopicID = u.topic
+		p := kmsg.NewShareFetchResponseTopicPartition()
+		p.Partition, p.AcknowledgeErrorCode = u.partition, kerr.NotLeaderForPartition.Code
+		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = -1, -1
+		if q := findShareFetchPart(out, u); q != nil {
+			q.AcknowledgeErrorCode = p.AcknowledgeErrorCode
+			continue
+		}
+		tp.Partitions = append(tp.Partitions, p)
+		out.Topics = mergeTopics(out.Topics, []kmsg.ShareFetchResponseTopic{tp}, shareFetchRespKey, shareFetchRespParts)
+	}
+}
+
+func findShareFetchPart(out *kmsg.ShareFetchResponse, u sharePart) *kmsg.ShareFetchResponseTopicPartition {
+	for i := range out.Topics {
+		if out.Topics[i].TopicID != u.topic {
+			continue
+		}
+		for j := range out.Topics[i].Partitions {
+			if out.Topics[i].Partitions[j].Partition == u.partition {
+				return &out.Topics[i].Partitions[j]
+			}
+		}
+	}
+	return nil
+}
+
+// routeShareAcknowledge routes a ShareAcknowledge (key 79): each
+// partition's acknowledgements to its leader's upstream session.
+func (t *tunnel) routeShareAcknowledge(r *kmsg.ShareAcknowledgeRequest, rep reply) error {
+	st := t.shares()
+	key := shareKeyOf(r.GroupID, r.MemberID)
+	leaders, err := t.shareLeaders(shareAckParts(r))
+	if err != nil {
+		return err
+	}
+	st.mu.Lock()
+	plan := st.planShareAck(key, r, leaders)
+	st.mu.Unlock()
+	if plan.errCode != 0 || len(plan.parts) == 0 {
+		if rep != nil {
+			resp := r.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
+			resp.ErrorCode = plan.errCode
+			addShareAckUnacked(resp, plan.unacked)
+			rep(resp, nil)
+		}
+		return nil
+	}
+	return t.scatterPartial(plan.parts, rep, func(m map[int32]kmsg.Response) (kmsg.Response, error) {
+		return t.mergeShareAck(r, plan, m), nil
+	})
+}
+
+// planShareAck splits a ShareAcknowledge by leader. Called with st.mu held.
+func (st *shareState) planShareAck(key shareMemberKey, r *kmsg.ShareAcknowledgeRequest, leaders map[sharePart]int32) sharePlan {
+	plan := sharePlan{key: key, parts: map[int32]kmsg.Request{}, closing: map[int32]bool{}}
+	s := st.sessions[key]
+	e := r.ShareSessionEpoch
+	switch {
+	case e == 0: // as Kafka: ShareAcknowledge cannot open a session
+		plan.errCode = kerr.InvalidShareSessionEpoch.Code
+		return plan
+	case s == nil || (s.broken && e != -1):
+		plan.errCode = kerr.ShareSessionNotFound.Code
+		return plan
+	case e != -1 && e != s.epoch:
+		plan.errCode = kerr.InvalidShareSessionEpoch.Code
+		return plan
+	}
+	by := map[int32][]kmsg.ShareAcknowledgeRequestTopic{}
+	for _, tp := range r.Topics {
+		for _, p := range tp.Partitions {
+			sp := sharePart{tp.TopicID, p.Partition}
+			n := leaders[sp]
+			if s.brokers[n] == nil {
+				plan.unacked = append(plan.unacked, sp)
+				continue
+			}
+			ts := by[n]
+			if len(ts) == 0 || ts[len(ts)-1].TopicID != tp.TopicID {
+				c := tp
+				c.Partitions = nil
+				ts = append(ts, c)
+			}
+			ts[len(ts)-1].Partitions = append(ts[len(ts)-1].Partitions, p)
+			by[n] = ts
+		}
+	}
+	for n, bs := range s.brokers {
+		if _, ok := by[n]; !ok && e != -1 {
+			continue
+		}
+		c := *r
+		c.Topics, c.ShareSessionEpoch = by[n], -1
+		if e != -1 {
+			c.ShareSessionEpoch = bs.epoch
+			bs.epoch = nextShareEpoch(bs.epoch)
+		}
+		plan.parts[n] = &c
+	}
+	if e == -1 {
+		delete(st.sessions, key)
+	} else {
+		s.epoch = nextShareEpoch(e)
+	}
+	plan.sess = s
+	return plan
+}
+
+func shareAckRespKey(x *kmsg.ShareAcknowledgeResponseTopic) string { return string(x.TopicID[:]) }
+func shareAckRespParts(x *kmsg.ShareAcknowledgeResponseTopic) *[]kmsg.ShareAcknowledgeResponseTopicPartition {
+	return &x.Partitions
+}
+
+// mergeShareAck joins ShareAcknowledge answers like mergeShareFetch.
+func (t *tunnel) mergeShareAck(r *kmsg.ShareAcknowledgeRequest, plan sharePlan, m map[int32]kmsg.Response) *kmsg.ShareAcknowledgeResponse {
+	out := r.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
+	stale := len(plan.unacked) > 0
+	for _, resp := range m {
+		ar := resp.(*kmsg.ShareAcknowledgeResponse)
+		out.ThrottleMillis = max(out.ThrottleMillis, ar.ThrottleMillis)
+		if out.ErrorCode == 0 && ar.ErrorCode != 0 {
+			out.ErrorCode, out.ErrorMessage = ar.ErrorCode, ar.ErrorMessage
+		}
+		out.AcquisitionLockTimeoutMillis = minPositive(out.AcquisitionLockTimeoutMillis, ar.AcquisitionLockTimeoutMillis)
+		out.Topics = mergeTopics(out.Topics, ar.Topics, shareAckRespKey, shareAckRespParts)
+		for _, tp := range ar.Topics {
+			for _, p := range tp.Partitions {
+				stale = stale || staleCode(p.ErrorCode)
+			}
+		}
+	}
+	if len(m) < len(plan.parts) && out.ErrorCode == 0 {
+		out.ErrorCode = kerr.ShareSessionNotFound.Code
+	}
+	if stale {
+		t.view.invalidate(true, nil)
+	}
+	if out.ErrorCode != 0 {
+		t.s.srv.noisy.Warn("single_port_share_session", t.s.remote, "single-port: an upstream share session failed; the client's session is reset", "conn", t.s.id, "err", kerr.ErrorForCode(out.ErrorCode))
+		t.share.breakShare(plan.key, plan.sess)
+	}
+	addShareAckUnacked(out, plan.unacked)
+	t.virtualShare(out)
+	return out
+}
+
+func addShareAckUnacked(out *kmsg.ShareAcknowledgeResponse, unacked []sharePart) {
+	for _, u := range unacked {
+		tp := kmsg.NewShareAcknowledgeResponseTopic()
+		tp.TopicID = u.topic
+		p := kmsg.NewShareAcknowledgeResponseTopicPartition()
+		p.Partition, p.ErrorCode = u.partition, kerr.NotLeaderForPartition.Code
+		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = -1, -1
+		tp.Partitions = append(tp.Partitions, p)
+		out.Topics = mergeTopics(out.Topics, []kmsg.ShareAcknowledgeResponseTopic{tp}, shareAckRespKey, shareAckRespParts)
+	}
+}
+
+// virtualShare makes the share answers' node ids the virtual node
+// (KIP-951 CurrentLeader and NodeEndpoints), at the listener's address.
+func (t *tunnel) virtualShare(resp kmsg.Response) {
+	v := t.virtual
+	switch r := resp.(type) {
+	case *kmsg.ShareFetchResponse:
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				p := &r.Topics[i].Partitions[j]
+				p.CurrentLeader.LeaderID = virtualID(p.CurrentLeader.LeaderID, v)
+			}
+		}
+		if len(r.NodeEndpoints) > 0 {
+			b := r.NodeEndpoints[0]
+			b.NodeID, b.Rack = v, nil
+			b.Host, b.Port, _ = t.adv.Advertise(rewrite.Broker, v, b.Host, b.Port)
+			r.NodeEndpoints = append(r.NodeEndpoints[:0], b)
+		}
+	case *kmsg.ShareAcknowledgeResponse:
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				p := &r.Topics[i].Partitions[j]
+				p.CurrentLeader.LeaderID = virtualID(p.CurrentLeader.LeaderID, v)
+			}
+		}
+		if len(r.NodeEndpoints) > 0 {
+			b := r.NodeEndpoints[0]
+			b.NodeID, b.Rack = v, nil
+			b.Host, b.Port, _ = t.adv.Advertise(rewrite.Broker, v, b.Host, b.Port)
+			r.NodeEndpoints = append(r.NodeEndpoints[:0], b)
+		}
+	}
+}

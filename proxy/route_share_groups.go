@@ -1,0 +1,147 @@
+package proxy
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/apis"
+)
+
+// The share-group coordinator keys (KIP-932) in single-port mode:
+// ShareGroupHeartbeat, AlterShareGroupOffsets and DeleteShareGroupOffsets
+// go to their group's coordinator (coordOf → shareCoordOf);
+// ShareGroupDescribe and DescribeShareGroupOffsets batch groups and are
+// split per coordinator like DescribeGroups (route_groups.go).
+
+// The share keys single-port offers, added to the served sets of
+// route_nodes.go and route_coord.go here so those lists stay untouched.
+func init() {
+	for _, k := range []int16{apis.ShareFetch, apis.ShareAcknowledge} {
+		singlePortServes[k] = true
+	}
+	for _, k := range []int16{apis.ShareGroupHeartbeat, apis.ShareGroupDescribe, apis.DescribeShareGroupOffsets,
+		apis.AlterShareGroupOffsets, apis.DeleteShareGroupOffsets} {
+		coordinatorKeys[k] = true
+	}
+}
+
+// shareCoordOf names the group coordinator of a share key that names
+// one group.
+func shareCoordOf(req kmsg.Request) (coordKey, bool) {
+	switch r := req.(type) {
+	case *kmsg.ShareGroupHeartbeatRequest:
+		return coordKey{groupKey, r.GroupID}, true
+	case *kmsg.AlterShareGroupOffsetsRequest:
+		return coordKey{groupKey, r.GroupID}, true
+	case *kmsg.DeleteShareGroupOffsetsRequest:
+		return coordKey{groupKey, r.GroupID}, true
+	}
+	return coordKey{}, false
+}
+
+// setShareTopError is setTopError for the share keys' responses.
+func setShareTopError(resp kmsg.Response, code int16) bool {
+	switch r := resp.(type) {
+	case *kmsg.ShareGroupHeartbeatResponse:
+		r.ErrorCode = code
+	case *kmsg.AlterShareGroupOffsetsResponse:
+		r.ErrorCode = code
+	case *kmsg.DeleteShareGroupOffsetsResponse:
+		r.ErrorCode = code
+	default:
+		return false
+	}
+	return true
+}
+
+// shareCoordinatorMoved is coordinatorMoved for the share keys' responses.
+func shareCoordinatorMoved(resp kmsg.Response) bool {
+	moved := func(c int16) bool {
+		return c == kerr.NotCoordinator.Code || c == kerr.CoordinatorNotAvailable.Code
+	}
+	switch r := resp.(type) {
+	case *kmsg.ShareGroupHeartbeatResponse:
+		return moved(r.ErrorCode)
+	case *kmsg.AlterShareGroupOffsetsResponse:
+		return moved(r.ErrorCode)
+	case *kmsg.DeleteShareGroupOffsetsResponse:
+		return moved(r.ErrorCode)
+	}
+	return false
+}
+
+// routeShareCoordinator splits the batched share-group keys; done false
+// for every other request.
+func (t *tunnel) routeShareCoordinator(req kmsg.Request, rep reply) (done bool, err error) {
+	switch r := req.(type) {
+	case *kmsg.ShareGroupDescribeRequest:
+		return true, t.routeShareGroupDescribe(r, rep)
+	case *kmsg.DescribeShareGroupOffsetsRequest:
+		return true, t.routeDescribeShareGroupOffsets(r, rep)
+	}
+	return false, nil
+}
+
+func groupMoved(code int16) bool {
+	return code == kerr.NotCoordinator.Code || code == kerr.CoordinatorNotAvailable.Code
+}
+
+func (t *tunnel) routeShareGroupDescribe(r *kmsg.ShareGroupDescribeRequest, rep reply) error {
+	by, failed := splitByCoordinator(t, r.GroupIDs, func(g *string) string { return *g })
+	parts := map[int32]kmsg.Request{}
+	for n, gs := range by {
+		c := *r
+		c.GroupIDs = gs
+		parts[n] = &c
+	}
+	merge := func(m map[int32]kmsg.Response) (kmsg.Response, error) {
+		out := r.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
+		for _, resp := range m {
+			x := resp.(*kmsg.ShareGroupDescribeResponse)
+			out.ThrottleMillis = max(out.ThrottleMillis, x.ThrottleMillis)
+			out.Groups = append(out.Groups, x.Groups...)
+			for _, g := range x.Groups {
+				if groupMoved(g.ErrorCode) {
+					t.view.invalidate(false, &coordKey{groupKey, g.GroupID})
+				}
+			}
+		}
+		for _, g := range failed {
+			rg := kmsg.NewShareGroupDescribeResponseGroup()
+			rg.GroupID, rg.ErrorCode = g, kerr.CoordinatorNotAvailable.Code
+			out.Groups = append(out.Groups, rg)
+		}
+		return out, nil
+	}
+	return t.scatterOrAnswer(parts, rep, merge)
+}
+
+func (t *tunnel) routeDescribeShareGroupOffsets(r *kmsg.DescribeShareGroupOffsetsRequest, rep reply) error {
+	by, failed := splitByCoordinator(t, r.Groups, func(g *kmsg.DescribeShareGroupOffsetsRequestGroup) string { return g.GroupID })
+	parts := map[int32]kmsg.Request{}
+	for n, gs := range by {
+		c := *r
+		c.Groups = gs
+		parts[n] = &c
+	}
+	merge := func(m map[int32]kmsg.Response) (kmsg.Response, error) {
+		out := r.ResponseKind().(*kmsg.DescribeShareGroupOffsetsResponse)
+		for _, resp := range m {
+			x := resp.(*kmsg.DescribeShareGroupOffsetsResponse)
+			out.ThrottleMillis = max(out.ThrottleMillis, x.ThrottleMillis)
+			out.Groups = append(out.Groups, x.Groups...)
+			for _, g := range x.Groups {
+				if groupMoved(g.ErrorCode) {
+					t.view.invalidate(false, &coordKey{groupKey, g.GroupID})
+				}
+			}
+		}
+		for _, g := range failed {
+			rg := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
+			rg.GroupID, rg.ErrorCode = g.GroupID, kerr.CoordinatorNotAvailable.Code
+			out.Groups = append(out.Groups, rg)
+		}
+		return out, nil
+	}
+	return t.scatterOrAnswer(parts, rep, merge)
+}

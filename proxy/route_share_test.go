@@ -1,0 +1,289 @@
+package proxy_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/proxy"
+)
+
+// startSharePort is startSinglePort with share groups tuned for tests:
+// a short acquisition lock (a record whose acknowledgement is lost is
+// delivered again in seconds, not Kafka's 30 s) and group's reset at the
+// earliest offset.
+func startSharePort(t *testing.T, topic string, partitions int, group string) (*kfake.Cluster, *proxy.Server, *nodeScanner) {
+	t.Helper()
+	c := startUpstream(t, 3, kfake.SeedTopics(int32(partitions), topic), kfake.BrokerConfigs(map[string]string{
+		"group.share.record.lock.duration.ms": "2000",
+		"share.record.lock.sweep.interval.ms": "100",
+	}))
+	spreadLeaders(t, c, topic, partitions, 3)
+	c.SetGroupConfigs(group, map[string]string{"share.auto.offset.reset": "earliest"})
+	srv := startGateway(t, c, func(o *proxy.Options) {
+		o.Listeners[0].SinglePort = &proxy.SinglePortOptions{VirtualNode: testVirtual}
+	})
+	return c, srv, &nodeScanner{virtual: testVirtual, addr: srv.Addr(0).String()}
+}
+
+// shareTally counts what share consumers delivered, per record value.
+type shareTally struct {
+	mu        sync.Mutex
+	delivered map[string]int
+	maxCount  map[string]int32 // the highest DeliveryCount seen
+	ackErrs   []error
+}
+
+func newShareTally() *shareTally {
+	return &shareTally{delivered: map[string]int{}, maxCount: map[string]int32{}}
+}
+
+func (st *shareTally) distinct() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.delivered)
+}
+
+// consume polls cl until stop, accepting every record it gets.
+func (st *shareTally) consume(ctx context.Context, t *testing.T, cl *kgo.Client, onPoll func()) {
+	for ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := cl.PollRecords(pctx, 20)
+		cancel()
+		fs.EachError(func(tp string, p int32, err error) {
+			if ctx.Err() == nil && err != context.DeadlineExceeded {
+				t.Logf("share fetch %s[%d]: %v", tp, p, err)
+			}
+		})
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) {
+			st.mu.Lock()
+			st.delivered[string(r.Value)]++
+			st.maxCount[string(r.Value)] = max(st.maxCount[string(r.Value)], r.DeliveryCount())
+			st.mu.Unlock()
+			r.Ack(kgo.AckAccept)
+			n++
+		})
+		if n > 0 {
+			if err := cl.FlushAcks(ctx); err != nil && ctx.Err() == nil {
+				t.Logf("flush acks: %v", err)
+			}
+			if onPoll != nil {
+				onPoll()
+			}
+		}
+	}
+}
+
+func (st *shareTally) ackCallback(_ *kgo.Client, rs kgo.ShareAckResults) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, r := range rs {
+		if r.Err != nil {
+			st.ackErrs = append(st.ackErrs, fmt.Errorf("%s[%d]: %w", r.Topic, r.Partition, r.Err))
+		}
+	}
+}
+
+func newShareConsumer(t *testing.T, srv *proxy.Server, scan *nodeScanner, topic, group string, st *shareTally) *kgo.Client {
+	return newClient(t, srv, nil, kgo.Dialer(scan.dial), kgo.ConsumeTopics(topic), kgo.ShareGroup(group),
+		kgo.FetchMaxWait(300*time.Millisecond), kgo.ShareAckCallback(st.ackCallback))
+}
+
+func produceValues(ctx context.Context, t *testing.T, srv *proxy.Server, topic string, n int) {
+	t.Helper()
+	prod := newClient(t, srv, nil, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	for i := range n {
+		if err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+}
+
+// waitShareAcked polls kadm DescribeShareGroupOffsets (key 90, split per
+// coordinator by the gateway) until every partition's share start offset
+// is its end: every record was acknowledged upstream.
+func waitShareAcked(ctx context.Context, t *testing.T, adm *kadm.Client, group, topic string, parts, perPart int) {
+	t.Helper()
+	for {
+		offs, err := adm.DescribeShareGroupOffsets(ctx, group)
+		done := err == nil
+		if err == nil {
+			d := offs[group]
+			if d.Err != nil {
+				t.Fatalf("describe share group offsets: %v", d.Err)
+			}
+			for p := range int32(parts) {
+				o, ok := d.Offsets.Lookup(topic, p)
+				done = done && ok && o.Err == nil && o.StartOffset == int64(perPart)
+			}
+			if done {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("not every record was acknowledged: %v %+v", err, offs)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// TestSinglePortShareGroup: two kgo share consumers in one share group
+// (KIP-932: ShareGroupHeartbeat, ShareFetch with piggybacked
+// acknowledgements, ShareAcknowledge) through the one port consume every
+// record of six partitions led by three brokers exactly once; every
+// record is acknowledged upstream; ShareFetch reached all three brokers;
+// no answer names a real node. kadm's share-group admin calls (describe,
+// describe/alter/delete offsets) work through the gateway.
+func TestSinglePortShareGroup(t *testing.T) {
+	const topic, group, parts, n = "sh", "sh-group", 6, 120
+	c, srv, scan := startSharePort(t, topic, parts, group)
+	ctx := ctxT(t, 90*time.Second)
+	nodes := countNodes(c, kmsg.ShareFetch)
+	produceValues(ctx, t, srv, topic, n)
+
+	st := newShareTally()
+	cctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	consumers := []*kgo.Client{newShareConsumer(t, srv, scan, topic, group, st), newShareConsumer(t, srv, scan, topic, group, st)}
+	for _, cl := range consumers {
+		wg.Add(1)
+		go func() { defer wg.Done(); st.consume(cctx, t, cl, nil) }()
+	}
+	adm := kadm.NewClient(newClient(t, srv, nil, kgo.Dialer(scan.dial)))
+	for st.distinct() < n && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond) // polling for a condition, not a timing threshold
+	}
+	waitShareAcked(ctx, t, adm, group, topic, parts, n/parts)
+
+	described, err := adm.DescribeShareGroups(ctx, group)
+	if err != nil {
+		t.Fatalf("describe share groups: %v", err)
+	}
+	if g := described[group]; g.Err != nil || len(g.Members) != 2 || g.Coordinator.NodeID != testVirtual {
+		t.Errorf("described %+v, want 2 members and the virtual coordinator", g)
+	}
+	stop()
+	wg.Wait()
+	for _, cl := range consumers {
+		cl.Close()
+	}
+
+	st.mu.Lock()
+	for i := range n {
+		v := fmt.Sprint(i)
+		if st.delivered[v] != 1 || st.maxCount[v] != 1 {
+			t.Errorf("record %s delivered %d times (delivery count %d), want once", v, st.delivered[v], st.maxCount[v])
+		}
+	}
+	for _, err := range st.ackErrs {
+		t.Errorf("acknowledgement failed: %v", err)
+	}
+	st.mu.Unlock()
+	nodes.assertAll(t, 3)
+
+	shareOffsetsAdmin(ctx, t, adm, group, topic)
+	scan.assertClean(t)
+}
+
+// shareOffsetsAdmin: with the group empty, kadm AlterShareGroupOffsets
+// and DeleteShareGroupOffsets (keys 91, 92, to the group's coordinator)
+// take effect.
+func shareOffsetsAdmin(ctx context.Context, t *testing.T, adm *kadm.Client, group, topic string) {
+	t.Helper()
+	var alter kadm.Offsets
+	alter.AddOffset(topic, 0, 3, -1)
+	for {
+		resp, err := adm.AlterShareGroupOffsets(ctx, group, alter)
+		if err == nil && resp.Error() == nil {
+			break
+		}
+		if ctx.Err() != nil { // the members' leave may take a heartbeat
+			t.Fatalf("alter share group offsets: %v %v", err, resp.Error())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	offs, err := adm.DescribeShareGroupOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs[group].Offsets.Lookup(topic, 0); !ok || o.StartOffset != 3 {
+		t.Errorf("after alter, partition 0 start offset %+v, want 3", o)
+	}
+	del, err := adm.DeleteShareGroupOffsets(ctx, group, topic)
+	if err != nil || del.Error() != nil {
+		t.Fatalf("delete share group offsets: %v %v", err, del.Error())
+	}
+}
+
+// TestSinglePortShareLeaderMove: a share consumer keeps consuming while
+// every partition's leader moves to the next broker after each poll that
+// got records. The gateway forgets each moved partition on its old
+// broker's share session and adds it on the new one; every record is
+// still delivered, and all of them end up acknowledged upstream (a
+// record whose acknowledgement raced a move may be delivered again after
+// its acquisition lock; none is lost).
+func TestSinglePortShareLeaderMove(t *testing.T) {
+	const topic, group, parts, n = "shmv", "shmv-group", 6, 120
+	c, srv, scan := startSharePort(t, topic, parts, group)
+	ctx := ctxT(t, 90*time.Second)
+	nodes := countNodes(c, kmsg.ShareFetch)
+	produceValues(ctx, t, srv, topic, n)
+
+	st := newShareTally()
+	cctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var moves int
+	move := func() {
+		moves++
+		for p := range int32(parts) {
+			if err := c.MoveTopicPartition(topic, p, (p+int32(moves))%3); err != nil {
+				t.Errorf("move: %v", err)
+			}
+		}
+	}
+	cl := newShareConsumer(t, srv, scan, topic, group, st)
+	wg.Add(1)
+	go func() { defer wg.Done(); st.consume(cctx, t, cl, move) }()
+	adm := kadm.NewClient(newClient(t, srv, nil, kgo.Dialer(scan.dial)))
+	for st.distinct() < n && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitShareAcked(ctx, t, adm, group, topic, parts, n/parts)
+	stop()
+	wg.Wait()
+	if moves < 2 {
+		t.Errorf("only %d leader moves happened during consumption", moves)
+	}
+	st.mu.Lock()
+	redelivered := 0
+	for i := range n {
+		v := fmt.Sprint(i)
+		if st.delivered[v] == 0 {
+			t.Errorf("record %s never delivered", v)
+		}
+		if st.delivered[v] > 1 {
+			redelivered++
+		}
+	}
+	ackErrs := st.ackErrs
+	st.mu.Unlock()
+	t.Logf("%d leader moves; %d of %d records delivered more than once; %d acknowledgements failed (first: %v)", moves, redelivered, n, len(ackErrs), firstErr(ackErrs))
+	nodes.assertAll(t, 3)
+	scan.assertClean(t)
+}
+
+func firstErr(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return errs[0]
+}
