@@ -525,7 +525,7 @@ func (t *tunnel) mergeShareFetch(r *kmsg.ShareFetchRequest, plan sharePlan, m ma
 		t.view.invalidate(true, nil)
 	}
 	if out.ErrorCode != 0 {
-		t.s.srv.noisy.Warn("single_port_share_session", t.s.remote, "single-port: an upstream share session failed; the client's session is reset", "conn", t.s.id, "err", kerr.ErrorForCode(out.ErrorCode))
+		t.warnShareReset(out.ErrorCode)
 		t.share.breakShare(plan.key, plan.sess)
 		out.Topics = nil
 	} else {
@@ -689,7 +689,7 @@ func (t *tunnel) mergeShareAck(r *kmsg.ShareAcknowledgeRequest, plan sharePlan, 
 		t.view.invalidate(true, nil)
 	}
 	if out.ErrorCode != 0 {
-		t.s.srv.noisy.Warn("single_port_share_session", t.s.remote, "single-port: an upstream share session failed; the client's session is reset", "conn", t.s.id, "err", kerr.ErrorForCode(out.ErrorCode))
+		t.warnShareReset(out.ErrorCode)
 		t.share.breakShare(plan.key, plan.sess)
 	}
 	addShareAckUnacked(out, plan.unacked)
@@ -741,4 +741,13 @@ func (t *tunnel) virtualShare(resp kmsg.Response) {
 			r.NodeEndpoints = append(r.NodeEndpoints[:0], b)
 		}
 	}
+}
+
+// warnShareReset logs (rate-limited: a client can cause it) that an
+// upstream share session failed and the client's was reset.
+func (t *tunnel) warnShareReset(code int16) {
+	if t.s == nil { // the merge fuzz targets run without a session
+		return
+	}
+	t.s.srv.noisy.Warn("single_port_share_session", t.s.remote, "single-port: an upstream share session failed; the client's session is reset", "conn", t.s.id, "err", kerr.ErrorForCode(code))
 }

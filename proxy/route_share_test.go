@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -286,4 +287,75 @@ func firstErr(errs []error) error {
 		return nil
 	}
 	return errs[0]
+}
+
+// TestSinglePortShareSessionError: one broker answers an incremental
+// ShareFetch with INVALID_SHARE_SESSION_EPOCH (kfake fault injection).
+// The error reaches the client as the top-level error, the gateway drops
+// its session, and the client's new session (epoch 0) reopens one on
+// every broker; every record is still delivered and acknowledged.
+func TestSinglePortShareSessionError(t *testing.T) {
+	const topic, group, parts, n = "sherr", "sherr-group", 6, 60
+	c, srv, scan := startSharePort(t, topic, parts, group)
+	ctx := ctxT(t, 90*time.Second)
+	var mu sync.Mutex
+	opens := map[int32]int{} // epoch-0 ShareFetches per broker
+	c.ControlKey(int16(kmsg.ShareFetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		mu.Lock()
+		defer mu.Unlock()
+		if req.(*kmsg.ShareFetchRequest).ShareSessionEpoch == 0 {
+			opens[c.CurrentNode()]++
+		}
+		return nil, nil, false
+	})
+	fired := false
+	c.ControlKey(int16(kmsg.ShareFetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		r := req.(*kmsg.ShareFetchRequest)
+		if c.CurrentNode() != 1 || r.ShareSessionEpoch <= 0 {
+			return nil, nil, false // not handled: the control stays (no KeepControl, which would keep it for good)
+		}
+		mu.Lock()
+		fired = true
+		mu.Unlock()
+		resp := r.ResponseKind().(*kmsg.ShareFetchResponse)
+		resp.ErrorCode = kerr.InvalidShareSessionEpoch.Code
+		return resp, nil, true // once: the control is dropped
+	})
+	st := newShareTally()
+	cctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	cl := newShareConsumer(t, srv, scan, topic, group, st)
+	wg.Add(1)
+	go func() { defer wg.Done(); st.consume(cctx, t, cl, nil) }()
+	// The records are produced after the fault, so the rebuilt sessions
+	// are the ones that must deliver them.
+	for ctx.Err() == nil {
+		mu.Lock()
+		f := fired
+		mu.Unlock()
+		if f {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	produceValues(ctx, t, srv, topic, n)
+	adm := kadm.NewClient(newClient(t, srv, nil, kgo.Dialer(scan.dial)))
+	for st.distinct() < n && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitShareAcked(ctx, t, adm, group, topic, parts, n/parts)
+	stop()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if !fired {
+		t.Fatal("the fault never fired")
+	}
+	for node := range int32(3) {
+		if opens[node] < 2 {
+			t.Errorf("broker %d saw %d new share sessions, want the first and the rebuild (%v)", node, opens[node], opens)
+		}
+	}
+	scan.assertClean(t)
 }

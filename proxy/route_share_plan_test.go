@@ -1,0 +1,381 @@
+package proxy
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The share-session planner's rules (route_share.go), step by step over
+// one client session: which broker gets which epoch, adds and forgets.
+// The peer tests (route_share_test.go) run the same code against kfake.
+
+var shareTopic = [16]byte{1}
+
+func shareReq(epoch int32, parts []int32, acked []int32, forget []int32) *kmsg.ShareFetchRequest {
+	r := kmsg.NewPtrShareFetchRequest()
+	r.SetVersion(1)
+	g, m := "g", "m"
+	r.GroupID, r.MemberID, r.ShareSessionEpoch, r.MaxWaitMillis = &g, &m, epoch, 5000
+	tp := kmsg.NewShareFetchRequestTopic()
+	tp.TopicID = shareTopic
+	for _, p := range parts {
+		rp := kmsg.NewShareFetchRequestTopicPartition()
+		rp.Partition = p
+		if slices.Contains(acked, p) {
+			b := kmsg.NewShareFetchRequestTopicPartitionAcknowledgementBatch()
+			b.FirstOffset, b.LastOffset, b.AcknowledgeTypes = 0, 0, []int8{1}
+			rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, b)
+		}
+		tp.Partitions = append(tp.Partitions, rp)
+	}
+	if len(parts) > 0 {
+		r.Topics = append(r.Topics, tp)
+	}
+	if len(forget) > 0 {
+		ft := kmsg.NewShareFetchRequestForgottenTopicsData()
+		ft.TopicID, ft.Partitions = shareTopic, forget
+		r.ForgottenTopicsData = append(r.ForgottenTopicsData, ft)
+	}
+	return r
+}
+
+// partSummary is one broker's part: its epoch, listed and forgotten
+// partitions, and whether it carries acknowledgements.
+type partSummary struct {
+	epoch          int32
+	listed, forgot []int32
+	acks           bool
+	wait           int32
+}
+
+func summarize(plan sharePlan) map[int32]partSummary {
+	out := map[int32]partSummary{}
+	for n, req := range plan.parts {
+		r := req.(*kmsg.ShareFetchRequest)
+		s := partSummary{epoch: r.ShareSessionEpoch, wait: r.MaxWaitMillis}
+		for _, tp := range r.Topics {
+			for _, p := range tp.Partitions {
+				s.listed = append(s.listed, p.Partition)
+				s.acks = s.acks || len(p.AcknowledgementBatches) > 0
+			}
+		}
+		for _, ft := range r.ForgottenTopicsData {
+			s.forgot = append(s.forgot, ft.Partitions...)
+		}
+		out[n] = s
+	}
+	return out
+}
+
+func leadersOf(m map[int32]int32) map[sharePart]int32 {
+	out := map[sharePart]int32{}
+	for p, n := range m {
+		out[sharePart{shareTopic, p}] = n
+	}
+	return out
+}
+
+func TestSharePlanSessionLifecycle(t *testing.T) {
+	tun := fuzzTunnel()
+	st := tun.shares()
+	key := shareMemberKey{"g", "m"}
+	leaders := leadersOf(map[int32]int32{0: 0, 1: 1, 2: 2, 3: 0})
+
+	// Epoch 0: every leader opens its own session with its partitions.
+	got := summarize(st.planShareFetch(tun, key, shareReq(0, []int32{0, 1, 2, 3}, nil, nil), leaders))
+	want := map[int32]partSummary{
+		0: {epoch: 0, listed: []int32{0, 3}, wait: fetchPartWait},
+		1: {epoch: 0, listed: []int32{1}, wait: fetchPartWait},
+		2: {epoch: 0, listed: []int32{2}, wait: fetchPartWait},
+	}
+	checkParts(t, "open", got, want)
+
+	// Epoch 1, nothing changed, acks for partition 1: every broker gets
+	// a part at its epoch 1; only broker 1 lists a partition (for its ack).
+	got = summarize(st.planShareFetch(tun, key, shareReq(1, []int32{1}, []int32{1}, nil), leaders))
+	checkParts(t, "incremental", got, map[int32]partSummary{
+		0: {epoch: 1, wait: fetchPartWait},
+		1: {epoch: 1, listed: []int32{1}, acks: true, wait: fetchPartWait},
+		2: {epoch: 1, wait: fetchPartWait},
+	})
+
+	// Partition 3 moves from broker 0 to broker 2: forgotten on 0, added on 2.
+	leaders[sharePart{shareTopic, 3}] = 2
+	got = summarize(st.planShareFetch(tun, key, shareReq(2, nil, nil, nil), leaders))
+	checkParts(t, "leader move", got, map[int32]partSummary{
+		0: {epoch: 2, forgot: []int32{3}, wait: fetchPartWait},
+		1: {epoch: 2, wait: fetchPartWait},
+		2: {epoch: 2, listed: []int32{3}, wait: fetchPartWait},
+	})
+
+	// The client forgets partition 0: broker 0 leads nothing now, gets
+	// the forget and is not made to wait.
+	got = summarize(st.planShareFetch(tun, key, shareReq(3, nil, nil, []int32{0}), leaders))
+	checkParts(t, "forget", got, map[int32]partSummary{
+		0: {epoch: 3, forgot: []int32{0}, wait: 0},
+		1: {epoch: 3, wait: fetchPartWait},
+		2: {epoch: 3, wait: fetchPartWait},
+	})
+
+	// A wrong epoch is answered by the gateway; nothing is sent.
+	if p := st.planShareFetch(tun, key, shareReq(9, nil, nil, nil), leaders); p.errCode != kerr.InvalidShareSessionEpoch.Code || len(p.parts) != 0 {
+		t.Errorf("wrong epoch: code %d, %d parts", p.errCode, len(p.parts))
+	}
+
+	// Epoch 4: broker 0 holds an empty session now and needs no part.
+	got = summarize(st.planShareFetch(tun, key, shareReq(4, nil, nil, nil), leaders))
+	checkParts(t, "idle broker", got, map[int32]partSummary{
+		1: {epoch: 4, wait: fetchPartWait},
+		2: {epoch: 4, wait: fetchPartWait},
+	})
+
+	// Epoch -1 closes every broker's session, the idle one too, with
+	// the acknowledgements for the partitions each leads.
+	got = summarize(st.planShareFetch(tun, key, shareReq(-1, []int32{2}, []int32{2}, nil), leaders))
+	checkParts(t, "close", got, map[int32]partSummary{
+		0: {epoch: -1, wait: 5000},
+		1: {epoch: -1, wait: 5000},
+		2: {epoch: -1, listed: []int32{2}, acks: true, wait: 5000},
+	})
+	if p := st.planShareFetch(tun, key, shareReq(1, nil, nil, nil), leaders); p.errCode != kerr.ShareSessionNotFound.Code {
+		t.Errorf("after close: code %d, want SHARE_SESSION_NOT_FOUND", p.errCode)
+	}
+}
+
+// A broker that gets a new session cannot take acknowledgements (Kafka
+// refuses them on epoch 0): the gateway answers them NOT_LEADER_OR_FOLLOWER.
+func TestSharePlanAckOnNewBroker(t *testing.T) {
+	tun := fuzzTunnel()
+	st := tun.shares()
+	key := shareMemberKey{"g", "m"}
+	leaders := leadersOf(map[int32]int32{0: 0, 1: 0})
+	st.planShareFetch(tun, key, shareReq(0, []int32{0, 1}, nil, nil), leaders)
+	leaders[sharePart{shareTopic, 1}] = 1
+	plan := st.planShareFetch(tun, key, shareReq(1, []int32{1}, []int32{1}, nil), leaders)
+	checkParts(t, "moved", summarize(plan), map[int32]partSummary{
+		0: {epoch: 1, forgot: []int32{1}, wait: fetchPartWait},
+		1: {epoch: 0, listed: []int32{1}, wait: fetchPartWait},
+	})
+	if len(plan.unacked) != 1 || plan.unacked[0].partition != 1 {
+		t.Errorf("unacked %v, want partition 1", plan.unacked)
+	}
+	out := tun.mergeShareFetch(shareReq(1, nil, nil, nil), plan, map[int32]kmsg.Response{
+		0: kmsg.NewPtrShareFetchResponse(), 1: kmsg.NewPtrShareFetchResponse(),
+	})
+	if out.ErrorCode != 0 || len(out.Topics) != 1 || out.Topics[0].Partitions[0].AcknowledgeErrorCode != kerr.NotLeaderForPartition.Code {
+		t.Errorf("merged %+v, want partition 1's acknowledgement answered NOT_LEADER_OR_FOLLOWER", out)
+	}
+}
+
+// A part failing with a session error reaches the client as a top-level
+// error and breaks the gateway's session: only a new session (epoch 0)
+// is accepted next, and it closes the old upstream sessions it does not
+// reopen.
+func TestSharePlanSessionErrorResets(t *testing.T) {
+	tun := fuzzTunnel()
+	st := tun.shares()
+	key := shareMemberKey{"g", "m"}
+	leaders := leadersOf(map[int32]int32{0: 0, 1: 1})
+	st.planShareFetch(tun, key, shareReq(0, []int32{0, 1}, nil, nil), leaders)
+	plan := st.planShareFetch(tun, key, shareReq(1, nil, nil, nil), leaders)
+	bad := kmsg.NewPtrShareFetchResponse()
+	bad.ErrorCode = kerr.InvalidShareSessionEpoch.Code
+	out := tun.mergeShareFetch(shareReq(1, nil, nil, nil), plan, map[int32]kmsg.Response{0: kmsg.NewPtrShareFetchResponse(), 1: bad})
+	if out.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
+		t.Fatalf("merged error %d, want INVALID_SHARE_SESSION_EPOCH", out.ErrorCode)
+	}
+	if p := st.planShareFetch(tun, key, shareReq(2, nil, nil, nil), leaders); p.errCode != kerr.ShareSessionNotFound.Code {
+		t.Errorf("after the error, epoch 2: code %d, want SHARE_SESSION_NOT_FOUND", p.errCode)
+	}
+	plan = st.planShareFetch(tun, key, shareReq(0, []int32{0}, nil, nil), leaders)
+	checkParts(t, "reopen", summarize(plan), map[int32]partSummary{
+		0: {epoch: 0, listed: []int32{0}, wait: 5000}, // the only broker fetching: the client's whole wait
+		1: {epoch: -1, wait: 0},
+	})
+	if !plan.closing[1] || plan.closing[0] {
+		t.Errorf("closing %v, want only broker 1", plan.closing)
+	}
+}
+
+func TestSharePlanAcknowledge(t *testing.T) {
+	tun := fuzzTunnel()
+	st := tun.shares()
+	key := shareMemberKey{"g", "m"}
+	leaders := leadersOf(map[int32]int32{0: 0, 1: 1, 2: 2})
+	st.planShareFetch(tun, key, shareReq(0, []int32{0, 1}, nil, nil), leaders)
+	ack := func(epoch int32, parts ...int32) *kmsg.ShareAcknowledgeRequest {
+		r := kmsg.NewPtrShareAcknowledgeRequest()
+		g, m := "g", "m"
+		r.GroupID, r.MemberID, r.ShareSessionEpoch = &g, &m, epoch
+		tp := kmsg.NewShareAcknowledgeRequestTopic()
+		tp.TopicID = shareTopic
+		for _, p := range parts {
+			rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+			rp.Partition = p
+			tp.Partitions = append(tp.Partitions, rp)
+		}
+		r.Topics = append(r.Topics, tp)
+		return r
+	}
+	if p := st.planShareAck(key, ack(0, 0), leaders); p.errCode != kerr.InvalidShareSessionEpoch.Code {
+		t.Errorf("ack at epoch 0: code %d", p.errCode)
+	}
+	// Partition 2's leader (broker 2) holds no session: answered by the gateway.
+	p := st.planShareAck(key, ack(1, 1, 2), leaders)
+	if len(p.parts) != 1 || p.parts[1] == nil || p.parts[1].(*kmsg.ShareAcknowledgeRequest).ShareSessionEpoch != 1 {
+		t.Errorf("ack parts %v, want broker 1 at epoch 1", p.parts)
+	}
+	if len(p.unacked) != 1 || p.unacked[0].partition != 2 {
+		t.Errorf("unacked %v", p.unacked)
+	}
+	// The acknowledge moved the client's epoch and broker 1's, not broker 0's.
+	got := summarize(st.planShareFetch(tun, key, shareReq(2, nil, nil, nil), leaders))
+	if got[0].epoch != 1 || got[1].epoch != 2 {
+		t.Errorf("after an acknowledge: broker epochs %d, %d, want 1, 2", got[0].epoch, got[1].epoch)
+	}
+	p = st.planShareAck(key, ack(-1, 0), leaders)
+	if len(p.parts) != 2 {
+		t.Errorf("closing acknowledge reached %d brokers, want both sessions", len(p.parts))
+	}
+	for n, r := range p.parts {
+		if r.(*kmsg.ShareAcknowledgeRequest).ShareSessionEpoch != -1 {
+			t.Errorf("broker %d closing epoch %d", n, r.(*kmsg.ShareAcknowledgeRequest).ShareSessionEpoch)
+		}
+	}
+}
+
+func checkParts(t *testing.T, step string, got, want map[int32]partSummary) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: parts for %v, want %v", step, got, want)
+		return
+	}
+	for n, w := range want {
+		g, ok := got[n]
+		if !ok || g.epoch != w.epoch || !slices.Equal(g.listed, w.listed) || !slices.Equal(g.forgot, w.forgot) || g.acks != w.acks || g.wait != w.wait {
+			t.Errorf("%s: broker %d part %+v, want %+v", step, n, g, w)
+		}
+	}
+}
+
+// shareFuzzPlan is a plan with parts on brokers 0 and 1, and one
+// acknowledgement the gateway answers itself.
+func shareFuzzPlan(req kmsg.Request) sharePlan {
+	return sharePlan{key: shareMemberKey{"g", "m"}, parts: map[int32]kmsg.Request{0: req, 1: req}, closing: map[int32]bool{},
+		unacked: []sharePart{{shareTopic, 9}}}
+}
+
+func shareFuzzSeeds(f *testing.F, good []byte) {
+	f.Add(good, []byte{})
+	f.Add([]byte{0, 0, 0, 0}, good)
+	f.Add(good, good)
+}
+
+// FuzzSinglePortMergeShareFetch: two upstream ShareFetch answers (bytes
+// after the correlation id) for parts of one client ShareFetch. A
+// malformed answer is a decode error, never a panic; decoded ones merge
+// into an answer that names only the virtual node (KIP-951 CurrentLeader
+// and NodeEndpoints, at the gateway's address) and encodes.
+func FuzzSinglePortMergeShareFetch(f *testing.F) {
+	good := kmsg.NewPtrShareFetchResponse()
+	good.SetVersion(1)
+	tp := kmsg.NewShareFetchResponseTopic()
+	tp.TopicID = shareTopic
+	p := kmsg.NewShareFetchResponseTopicPartition()
+	p.Partition, p.ErrorCode, p.CurrentLeader.LeaderID = 1, kerr.NotLeaderForPartition.Code, 2
+	tp.Partitions = append(tp.Partitions, p)
+	good.Topics = append(good.Topics, tp)
+	ne := kmsg.NewShareFetchResponseNodeEndpoint()
+	ne.NodeID, ne.Host, ne.Port = 2, "broker-2", 9094
+	good.NodeEndpoints = append(good.NodeEndpoints, ne, ne)
+	shareFuzzSeeds(f, append([]byte{0}, good.AppendTo(nil)...)) // the flexible header's empty tag buffer first
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		req := shareReq(1, []int32{1}, nil, nil)
+		parts := map[int32]kmsg.Response{}
+		for i, body := range [][]byte{a, b} {
+			resp, err := decodePartResponse(req, body)
+			if err != nil {
+				return
+			}
+			parts[int32(i)] = resp
+		}
+		tun := fuzzTunnel()
+		out := tun.mergeShareFetch(req, shareFuzzPlan(req), parts)
+		for _, tp := range out.Topics {
+			for _, p := range tp.Partitions {
+				if id := p.CurrentLeader.LeaderID; id >= 0 && id != tun.virtual {
+					t.Fatalf("partition %d names leader %d", p.Partition, id)
+				}
+			}
+		}
+		if len(out.NodeEndpoints) > 1 {
+			t.Fatalf("%d endpoints, want at most the virtual one", len(out.NodeEndpoints))
+		}
+		for _, e := range out.NodeEndpoints {
+			if e.NodeID != tun.virtual || e.Host != "gateway" || e.Port != 9092 {
+				t.Fatalf("endpoint %+v", e)
+			}
+		}
+		if out.ErrorCode != 0 && len(out.Topics) != 0 {
+			t.Fatalf("a top-level error %d with %d topics", out.ErrorCode, len(out.Topics))
+		}
+		enc := out.AppendTo(nil)
+		dec := kmsg.NewPtrShareFetchResponse()
+		dec.SetVersion(out.Version)
+		if err := dec.ReadFrom(enc); err != nil {
+			t.Fatalf("the merged answer does not decode: %v", err)
+		}
+	})
+}
+
+// FuzzSinglePortMergeShareAck is FuzzSinglePortMergeShareFetch for
+// ShareAcknowledge answers.
+func FuzzSinglePortMergeShareAck(f *testing.F) {
+	good := kmsg.NewPtrShareAcknowledgeResponse()
+	good.SetVersion(1)
+	tp := kmsg.NewShareAcknowledgeResponseTopic()
+	tp.TopicID = shareTopic
+	p := kmsg.NewShareAcknowledgeResponseTopicPartition()
+	p.Partition, p.ErrorCode, p.CurrentLeader.LeaderID = 1, kerr.NotLeaderForPartition.Code, 2
+	tp.Partitions = append(tp.Partitions, p)
+	good.Topics = append(good.Topics, tp)
+	ne := kmsg.NewShareAcknowledgeResponseNodeEndpoint()
+	ne.NodeID, ne.Host, ne.Port = 2, "broker-2", 9094
+	good.NodeEndpoints = append(good.NodeEndpoints, ne)
+	shareFuzzSeeds(f, append([]byte{0}, good.AppendTo(nil)...))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		req := kmsg.NewPtrShareAcknowledgeRequest()
+		req.SetVersion(1)
+		parts := map[int32]kmsg.Response{}
+		for i, body := range [][]byte{a, b} {
+			resp, err := decodePartResponse(req, body)
+			if err != nil {
+				return
+			}
+			parts[int32(i)] = resp
+		}
+		tun := fuzzTunnel()
+		out := tun.mergeShareAck(req, shareFuzzPlan(req), parts)
+		for _, tp := range out.Topics {
+			for _, p := range tp.Partitions {
+				if id := p.CurrentLeader.LeaderID; id >= 0 && id != tun.virtual {
+					t.Fatalf("partition %d names leader %d", p.Partition, id)
+				}
+			}
+		}
+		for _, e := range out.NodeEndpoints {
+			if e.NodeID != tun.virtual || e.Host != "gateway" || e.Port != 9092 || len(out.NodeEndpoints) > 1 {
+				t.Fatalf("endpoints %+v", out.NodeEndpoints)
+			}
+		}
+		enc := out.AppendTo(nil)
+		dec := kmsg.NewPtrShareAcknowledgeResponse()
+		dec.SetVersion(out.Version)
+		if err := dec.ReadFrom(enc); err != nil {
+			t.Fatalf("the merged answer does not decode: %v", err)
+		}
+	})
+}
