@@ -50,6 +50,13 @@ type sharePart struct {
 
 type shareMemberKey struct{ group, member string }
 
+// maxShareSessions caps the share sessions one client connection may
+// hold through the gateway (each costs one upstream session per broker).
+// A share consumer holds one per broker connection (one here); Kafka's
+// own cap is per broker (group.share.max.share.sessions, 2000). Past it,
+// a new session is answered SHARE_SESSION_LIMIT_REACHED (retriable).
+const maxShareSessions = 16
+
 // shareState is one tunnel's gateway-owned share sessions.
 // Ownership: created by the read loop (t.shares); planning runs in the
 // read loop and merges on brokerConn readers, so sessions and everything
@@ -172,6 +179,9 @@ func (t *tunnel) routeShareFetch(r *kmsg.ShareFetchRequest, rep reply) error {
 	st.mu.Lock()
 	plan := st.planShareFetch(t, key, r, leaders)
 	st.mu.Unlock()
+	if plan.errCode == kerr.ShareSessionLimitReached.Code {
+		t.s.srv.noisy.Warn("single_port_share_limit", t.s.remote, "single-port: a client connection asked for more share sessions than the gateway keeps per connection", "conn", t.s.id, "limit", maxShareSessions)
+	}
 	if plan.errCode != 0 || len(plan.parts) == 0 {
 		if rep != nil {
 			resp := r.ResponseKind().(*kmsg.ShareFetchResponse)
@@ -199,6 +209,10 @@ func (st *shareState) planShareFetch(t *tunnel, key shareMemberKey, r *kmsg.Shar
 			return plan
 		}
 		old := s
+		if old == nil && len(st.sessions) >= maxShareSessions {
+			plan.errCode = kerr.ShareSessionLimitReached.Code
+			return plan
+		}
 		s = &shareSession{parts: map[sharePart]int32{}, brokers: map[int32]*brokerShare{}}
 		st.sessions[key] = s
 		s.addTopics(r.Topics)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -378,4 +379,28 @@ func FuzzSinglePortMergeShareAck(f *testing.F) {
 			t.Fatalf("the merged answer does not decode: %v", err)
 		}
 	})
+}
+
+// One client connection holds at most maxShareSessions share sessions;
+// the next new one is refused SHARE_SESSION_LIMIT_REACHED, and a close
+// makes room.
+func TestSharePlanSessionLimit(t *testing.T) {
+	tun := fuzzTunnel()
+	st := tun.shares()
+	leaders := leadersOf(map[int32]int32{0: 0})
+	for i := range maxShareSessions + 1 {
+		key := shareMemberKey{"g", fmt.Sprint(i)}
+		p := st.planShareFetch(tun, key, shareReq(0, []int32{0}, nil, nil), leaders)
+		want := int16(0)
+		if i == maxShareSessions {
+			want = kerr.ShareSessionLimitReached.Code
+		}
+		if p.errCode != want {
+			t.Fatalf("session %d: code %d, want %d", i, p.errCode, want)
+		}
+	}
+	st.planShareFetch(tun, shareMemberKey{"g", "0"}, shareReq(-1, nil, nil, nil), leaders)
+	if p := st.planShareFetch(tun, shareMemberKey{"g", "new"}, shareReq(0, []int32{0}, nil, nil), leaders); p.errCode != 0 {
+		t.Errorf("after a close: code %d", p.errCode)
+	}
 }

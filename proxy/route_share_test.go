@@ -359,3 +359,76 @@ func TestSinglePortShareSessionError(t *testing.T) {
 	}
 	scan.assertClean(t)
 }
+
+// TestSinglePortShareHostile: share requests a broker would refuse are
+// refused by the gateway the same way, on a connection that stays
+// usable: an incremental or closing epoch with no session, acknowledgements
+// on a new session, a ShareAcknowledge at epoch 0, a wrong epoch.
+func TestSinglePortShareHostile(t *testing.T) {
+	const topic, group = "shh", "shh-group"
+	_, srv, scan := startSharePort(t, topic, 3, group)
+	ctx := ctxT(t, 30*time.Second)
+	cl := newClient(t, srv, nil, kgo.Dialer(scan.dial))
+	adm := kadm.NewClient(cl)
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := md.Topics[topic].ID
+	b := cl.Broker(testVirtual)
+	g, m := group, "member-1"
+	fetch := func(epoch int32, ack bool) *kmsg.ShareFetchResponse {
+		t.Helper()
+		r := kmsg.NewPtrShareFetchRequest()
+		r.GroupID, r.MemberID, r.ShareSessionEpoch, r.MaxWaitMillis, r.MaxBytes, r.MaxRecords, r.BatchSize = &g, &m, epoch, 10, 1<<20, 10, 10
+		tp := kmsg.NewShareFetchRequestTopic()
+		tp.TopicID = id
+		for p := range int32(3) {
+			rp := kmsg.NewShareFetchRequestTopicPartition()
+			rp.Partition = p
+			if ack {
+				ab := kmsg.NewShareFetchRequestTopicPartitionAcknowledgementBatch()
+				ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = 0, 0, []int8{1}
+				rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ab)
+			}
+			tp.Partitions = append(tp.Partitions, rp)
+		}
+		r.Topics = append(r.Topics, tp)
+		resp, err := r.RequestWith(ctx, b)
+		if err != nil {
+			t.Fatalf("share fetch epoch %d: %v", epoch, err)
+		}
+		return resp
+	}
+	ackReq := func(epoch int32) *kmsg.ShareAcknowledgeResponse {
+		t.Helper()
+		r := kmsg.NewPtrShareAcknowledgeRequest()
+		r.GroupID, r.MemberID, r.ShareSessionEpoch = &g, &m, epoch
+		resp, err := r.RequestWith(ctx, b)
+		if err != nil {
+			t.Fatalf("share acknowledge epoch %d: %v", epoch, err)
+		}
+		return resp
+	}
+	for _, c := range []struct {
+		name string
+		got  int16
+		want *kerr.Error
+	}{
+		{"incremental without a session", fetch(3, false).ErrorCode, kerr.ShareSessionNotFound},
+		{"close without a session", fetch(-1, false).ErrorCode, kerr.ShareSessionNotFound},
+		{"acknowledgements on a new session", fetch(0, true).ErrorCode, kerr.InvalidRequest},
+		{"acknowledge at epoch 0", ackReq(0).ErrorCode, kerr.InvalidShareSessionEpoch},
+		{"a new session", fetch(0, false).ErrorCode, nil},
+		{"a wrong epoch", fetch(7, false).ErrorCode, kerr.InvalidShareSessionEpoch},
+		{"the right epoch", fetch(1, false).ErrorCode, nil},
+		{"acknowledge at the right epoch", ackReq(2).ErrorCode, nil},
+		{"close", fetch(-1, false).ErrorCode, nil},
+		{"after the close", fetch(4, false).ErrorCode, kerr.ShareSessionNotFound},
+	} {
+		if got := kerr.ErrorForCode(c.got); got != c.want && !(c.want == nil && got == nil) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+	scan.assertClean(t)
+}
