@@ -98,6 +98,11 @@ func (t *tunnel) routeCoordinator(req kmsg.Request, rep reply) error {
 		return badRequest(closeUnsupported, "%s is not served in single-port mode", apiName(req.Key()))
 	}
 	node, err := t.coordinatorFor(k)
+	if err == nil {
+		if _, err = t.conn(node); err != nil { // the coordinator left the cluster: look it up again next time
+			t.view.invalidate(false, &k)
+		}
+	}
 	if err != nil {
 		return t.answerCoordinatorError(req, rep, err)
 	}

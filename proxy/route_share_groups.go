@@ -96,6 +96,7 @@ func (t *tunnel) routeShareGroupDescribe(r *kmsg.ShareGroupDescribeRequest, rep 
 	}
 	merge := func(m map[int32]kmsg.Response) (kmsg.Response, error) {
 		out := r.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
+		failed := append(failed, unreachedGroups(t, by, m, func(g *string) string { return *g })...)
 		for _, resp := range m {
 			x := resp.(*kmsg.ShareGroupDescribeResponse)
 			out.ThrottleMillis = max(out.ThrottleMillis, x.ThrottleMillis)
@@ -113,7 +114,7 @@ func (t *tunnel) routeShareGroupDescribe(r *kmsg.ShareGroupDescribeRequest, rep 
 		}
 		return out, nil
 	}
-	return t.scatterOrAnswer(parts, rep, merge)
+	return t.scatterGroupsPartial(parts, rep, merge)
 }
 
 func (t *tunnel) routeDescribeShareGroupOffsets(r *kmsg.DescribeShareGroupOffsetsRequest, rep reply) error {
@@ -126,6 +127,7 @@ func (t *tunnel) routeDescribeShareGroupOffsets(r *kmsg.DescribeShareGroupOffset
 	}
 	merge := func(m map[int32]kmsg.Response) (kmsg.Response, error) {
 		out := r.ResponseKind().(*kmsg.DescribeShareGroupOffsetsResponse)
+		failed := append(failed, unreachedGroups(t, by, m, func(g *kmsg.DescribeShareGroupOffsetsRequestGroup) string { return g.GroupID })...)
 		for _, resp := range m {
 			x := resp.(*kmsg.DescribeShareGroupOffsetsResponse)
 			out.ThrottleMillis = max(out.ThrottleMillis, x.ThrottleMillis)
@@ -143,5 +145,31 @@ func (t *tunnel) routeDescribeShareGroupOffsets(r *kmsg.DescribeShareGroupOffset
 		}
 		return out, nil
 	}
+	return t.scatterGroupsPartial(parts, rep, merge)
+}
+
+// scatterGroupsPartial is scatterOrAnswer for the batched share-group
+// keys, with a coordinator that cannot be reached costing its groups a
+// COORDINATOR_NOT_AVAILABLE (which clients retry), not the connection.
+func (t *tunnel) scatterGroupsPartial(parts map[int32]kmsg.Request, rep reply, merge func(map[int32]kmsg.Response) (kmsg.Response, error)) error {
+	if len(parts) > 0 {
+		return t.scatterPartial(parts, rep, merge)
+	}
 	return t.scatterOrAnswer(parts, rep, merge)
+}
+
+// unreachedGroups lists the groups of the parts that got no answer (the
+// coordinator's connection failed), forgetting those coordinators.
+func unreachedGroups[T any](t *tunnel, by map[int32][]T, m map[int32]kmsg.Response, group func(*T) string) []T {
+	var out []T
+	for n, gs := range by {
+		if _, ok := m[n]; ok {
+			continue
+		}
+		for i := range gs {
+			t.view.invalidate(false, &coordKey{groupKey, group(&gs[i])})
+		}
+		out = append(out, gs...)
+	}
+	return out
 }

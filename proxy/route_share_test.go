@@ -3,7 +3,9 @@ package proxy_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -429,6 +431,54 @@ func TestSinglePortShareHostile(t *testing.T) {
 		if got := kerr.ErrorForCode(c.got); got != c.want && !(c.want == nil && got == nil) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
+	}
+	scan.assertClean(t)
+}
+
+// TestSinglePortShareBrokerRemoved: a broker leaves the cluster (kfake
+// RemoveNode) during share consumption. Its part of the next ShareFetch
+// fails, the client's session is reset, and the rebuilt one spans the
+// two brokers left: every record is delivered and acknowledged.
+func TestSinglePortShareBrokerRemoved(t *testing.T) {
+	const topic, group, parts, n = "shrm", "shrm-group", 6, 60
+	c, srv, scan := startSharePort(t, topic, parts, group)
+	ctx := ctxT(t, 90*time.Second)
+	produceValues(ctx, t, srv, topic, n)
+	st := newShareTally()
+	cctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	removed := false
+	remove := func() {
+		if !removed {
+			removed = true
+			if err := c.RemoveNode(2); err != nil {
+				t.Errorf("remove node 2: %v", err)
+			}
+		}
+	}
+	cl := newClient(t, srv, nil, kgo.Dialer(scan.dial), kgo.ConsumeTopics(topic), kgo.ShareGroup(group),
+		kgo.FetchMaxWait(300*time.Millisecond), kgo.ShareAckCallback(st.ackCallback), kgo.ShareMaxRecords(5))
+	wg.Add(1)
+	go func() { defer wg.Done(); st.consume(cctx, t, cl, remove) }()
+	var dials atomic.Int32 // the admin client's connections to the gateway
+	adm := kadm.NewClient(newClient(t, srv, nil, kgo.Dialer(func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		return scan.dial(ctx, network, addr)
+	})))
+	for st.distinct() < n && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitShareAcked(ctx, t, adm, group, topic, parts, n/parts)
+	stop()
+	wg.Wait()
+	if !removed {
+		t.Fatal("the broker was never removed")
+	}
+	// DescribeShareGroupOffsets to a coordinator that left is answered
+	// COORDINATOR_NOT_AVAILABLE and looked up again, not a closed
+	// connection (kgo keeps one connection per kind of request).
+	if d := dials.Load(); d > 3 {
+		t.Errorf("the admin client connected %d times: the gateway closed its connections", d)
 	}
 	scan.assertClean(t)
 }
