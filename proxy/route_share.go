@@ -313,12 +313,16 @@ func (st *shareState) planBrokers(t *tunnel, s *shareSession, r *kmsg.ShareFetch
 	for n := range ackBy {
 		nodes[n] = true
 	}
+	fetching := 0 // parts with partitions to fetch (a forget-only part does not wait)
 	for n := range nodes {
 		if part := s.brokerPart(r, n, desired[n], ackBy[n], acks, plan); part != nil {
 			plan.parts[n] = part
+			if len(desired[n]) > 0 {
+				fetching++
+			}
 		}
 	}
-	if len(plan.parts) > 1 {
+	if fetching > 1 {
 		for _, p := range plan.parts {
 			if c := p.(*kmsg.ShareFetchRequest); c.MaxWaitMillis > fetchPartWait {
 				c.MaxWaitMillis = fetchPartWait

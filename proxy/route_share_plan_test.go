@@ -404,3 +404,18 @@ func TestSharePlanSessionLimit(t *testing.T) {
 		t.Errorf("after a close: code %d", p.errCode)
 	}
 }
+
+// A part that only forgets does not count as a second fetching broker:
+// the one broker left fetching keeps the client's whole wait.
+func TestSharePlanForgetOnlyKeepsWait(t *testing.T) {
+	tun := fuzzTunnel()
+	st := tun.shares()
+	key := shareMemberKey{"g", "m"}
+	leaders := leadersOf(map[int32]int32{0: 0, 1: 1})
+	st.planShareFetch(tun, key, shareReq(0, []int32{0, 1}, nil, nil), leaders)
+	got := summarize(st.planShareFetch(tun, key, shareReq(1, nil, nil, []int32{0}), leaders))
+	checkParts(t, "forget-only", got, map[int32]partSummary{
+		0: {epoch: 1, forgot: []int32{0}, wait: 0},
+		1: {epoch: 1, wait: 5000},
+	})
+}
