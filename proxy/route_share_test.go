@@ -482,3 +482,30 @@ func TestSinglePortShareBrokerRemoved(t *testing.T) {
 	}
 	scan.assertClean(t)
 }
+
+// TestSinglePortShareOffered: the single-port ApiVersions answer offers
+// the share-group keys single-port serves, and never the inter-broker
+// share-state keys.
+func TestSinglePortShareOffered(t *testing.T) {
+	_, srv, _ := startSharePort(t, "sho", 3, "sho-group")
+	ctx := ctxT(t, 30*time.Second)
+	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, newClient(t, srv, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	offered := map[int16]bool{}
+	for _, k := range resp.ApiKeys {
+		offered[k.ApiKey] = true
+	}
+	for _, k := range []kmsg.Key{kmsg.ShareGroupHeartbeat, kmsg.ShareGroupDescribe, kmsg.ShareFetch, kmsg.ShareAcknowledge,
+		kmsg.DescribeShareGroupOffsets, kmsg.AlterShareGroupOffsets, kmsg.DeleteShareGroupOffsets} {
+		if !offered[int16(k)] {
+			t.Errorf("%s not offered", kmsg.NameForKey(int16(k)))
+		}
+	}
+	for _, k := range []kmsg.Key{kmsg.ReadShareGroupState, kmsg.WriteShareGroupState} {
+		if offered[int16(k)] {
+			t.Errorf("inter-broker %s offered", kmsg.NameForKey(int16(k)))
+		}
+	}
+}
