@@ -177,7 +177,7 @@ func (t *tunnel) routeShareFetch(r *kmsg.ShareFetchRequest, rep reply) error {
 		return err
 	}
 	st.mu.Lock()
-	plan := st.planShareFetch(t, key, r, leaders)
+	plan := st.planShareFetch(key, r, leaders)
 	st.mu.Unlock()
 	if plan.errCode == kerr.ShareSessionLimitReached.Code {
 		t.s.srv.noisy.Warn("single_port_share_limit", t.s.remote, "single-port: a client connection asked for more share sessions than the gateway keeps per connection", "conn", t.s.id, "limit", maxShareSessions)
@@ -199,7 +199,7 @@ func (t *tunnel) routeShareFetch(r *kmsg.ShareFetchRequest, rep reply) error {
 // planShareFetch turns a client ShareFetch into upstream parts, updating
 // the gateway's session as the brokers will once they answer. Called
 // with st.mu held.
-func (st *shareState) planShareFetch(t *tunnel, key shareMemberKey, r *kmsg.ShareFetchRequest, leaders map[sharePart]int32) sharePlan {
+func (st *shareState) planShareFetch(key shareMemberKey, r *kmsg.ShareFetchRequest, leaders map[sharePart]int32) sharePlan {
 	plan := sharePlan{key: key, parts: map[int32]kmsg.Request{}, closing: map[int32]bool{}}
 	s := st.sessions[key]
 	switch e := r.ShareSessionEpoch; {
@@ -216,7 +216,7 @@ func (st *shareState) planShareFetch(t *tunnel, key shareMemberKey, r *kmsg.Shar
 		s = &shareSession{parts: map[sharePart]int32{}, brokers: map[int32]*brokerShare{}}
 		st.sessions[key] = s
 		s.addTopics(r.Topics)
-		st.planBrokers(t, s, r, leaders, &plan)
+		st.planBrokers(s, r, leaders, &plan)
 		if old != nil {
 			for n := range old.brokers {
 				if _, ok := plan.parts[n]; !ok {
@@ -238,7 +238,7 @@ func (st *shareState) planShareFetch(t *tunnel, key shareMemberKey, r *kmsg.Shar
 	default:
 		s.addTopics(r.Topics)
 		s.forget(r.ForgottenTopicsData)
-		st.planBrokers(t, s, r, leaders, &plan)
+		st.planBrokers(s, r, leaders, &plan)
 	}
 	s.epoch = nextShareEpoch(r.ShareSessionEpoch)
 	plan.sess = s
@@ -289,7 +289,7 @@ func fetchAcksOf(r *kmsg.ShareFetchRequest) fetchAcks {
 }
 
 // planBrokers gives each broker its part of an epoch ≥ 0 ShareFetch.
-func (st *shareState) planBrokers(t *tunnel, s *shareSession, r *kmsg.ShareFetchRequest, leaders map[sharePart]int32, plan *sharePlan) {
+func (st *shareState) planBrokers(s *shareSession, r *kmsg.ShareFetchRequest, leaders map[sharePart]int32, plan *sharePlan) {
 	desired := map[int32]map[sharePart]bool{}
 	for p := range s.parts {
 		n := leaders[p]
@@ -330,7 +330,7 @@ func (st *shareState) planBrokers(t *tunnel, s *shareSession, r *kmsg.ShareFetch
 		}
 	}
 	if len(plan.parts) == 0 && !r.IsRenewAck {
-		st.planKeeper(t, s, r, plan)
+		st.planKeeper(s, r, plan)
 	}
 }
 
@@ -393,28 +393,22 @@ func (s *shareSession) brokerPart(r *kmsg.ShareFetchRequest, n int32, want map[s
 	return part
 }
 
-// planKeeper: a ShareFetch no broker needs (an empty session) still
-// gets an answer from a broker holding this member's session, or opens
-// one (epoch 0, no partitions) on any broker.
-func (st *shareState) planKeeper(t *tunnel, s *shareSession, r *kmsg.ShareFetchRequest, plan *sharePlan) {
+// planKeeper: a ShareFetch no broker needs (an empty session) goes to a
+// broker holding this member's session, for its throttle and lock
+// timeout; with none, the gateway answers it (an empty answer), and opens
+// no empty session upstream.
+func (st *shareState) planKeeper(s *shareSession, r *kmsg.ShareFetchRequest, plan *sharePlan) {
 	nodes := make([]int32, 0, len(s.brokers))
 	for n := range s.brokers {
 		nodes = append(nodes, n)
 	}
+	if len(nodes) == 0 {
+		return
+	}
 	slices.Sort(nodes)
-	if len(nodes) > 0 {
-		bs := s.brokers[nodes[0]]
-		plan.parts[nodes[0]] = s.shareFetchPart(r, bs.epoch, nil, nil, nil)
-		bs.epoch = nextShareEpoch(bs.epoch)
-		return
-	}
-	n, err := t.view.anyBroker()
-	if err != nil {
-		plan.errCode = kerr.LeaderNotAvailable.Code
-		return
-	}
-	s.brokers[n] = &brokerShare{epoch: 1, parts: map[sharePart]bool{}}
-	plan.parts[n] = s.shareFetchPart(r, 0, nil, nil, nil)
+	bs := s.brokers[nodes[0]]
+	plan.parts[nodes[0]] = s.shareFetchPart(r, bs.epoch, nil, nil, nil)
+	bs.epoch = nextShareEpoch(bs.epoch)
 }
 
 // planShareFetchClose closes every upstream session (epoch -1), each

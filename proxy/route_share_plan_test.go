@@ -86,7 +86,7 @@ func TestSharePlanSessionLifecycle(t *testing.T) {
 	leaders := leadersOf(map[int32]int32{0: 0, 1: 1, 2: 2, 3: 0})
 
 	// Epoch 0: every leader opens its own session with its partitions.
-	got := summarize(st.planShareFetch(tun, key, shareReq(0, []int32{0, 1, 2, 3}, nil, nil), leaders))
+	got := summarize(st.planShareFetch(key, shareReq(0, []int32{0, 1, 2, 3}, nil, nil), leaders))
 	want := map[int32]partSummary{
 		0: {epoch: 0, listed: []int32{0, 3}, wait: fetchPartWait},
 		1: {epoch: 0, listed: []int32{1}, wait: fetchPartWait},
@@ -96,7 +96,7 @@ func TestSharePlanSessionLifecycle(t *testing.T) {
 
 	// Epoch 1, nothing changed, acks for partition 1: every broker gets
 	// a part at its epoch 1; only broker 1 lists a partition (for its ack).
-	got = summarize(st.planShareFetch(tun, key, shareReq(1, []int32{1}, []int32{1}, nil), leaders))
+	got = summarize(st.planShareFetch(key, shareReq(1, []int32{1}, []int32{1}, nil), leaders))
 	checkParts(t, "incremental", got, map[int32]partSummary{
 		0: {epoch: 1, wait: fetchPartWait},
 		1: {epoch: 1, listed: []int32{1}, acks: true, wait: fetchPartWait},
@@ -105,7 +105,7 @@ func TestSharePlanSessionLifecycle(t *testing.T) {
 
 	// Partition 3 moves from broker 0 to broker 2: forgotten on 0, added on 2.
 	leaders[sharePart{shareTopic, 3}] = 2
-	got = summarize(st.planShareFetch(tun, key, shareReq(2, nil, nil, nil), leaders))
+	got = summarize(st.planShareFetch(key, shareReq(2, nil, nil, nil), leaders))
 	checkParts(t, "leader move", got, map[int32]partSummary{
 		0: {epoch: 2, forgot: []int32{3}, wait: fetchPartWait},
 		1: {epoch: 2, wait: fetchPartWait},
@@ -114,7 +114,7 @@ func TestSharePlanSessionLifecycle(t *testing.T) {
 
 	// The client forgets partition 0: broker 0 leads nothing now, gets
 	// the forget and is not made to wait.
-	got = summarize(st.planShareFetch(tun, key, shareReq(3, nil, nil, []int32{0}), leaders))
+	got = summarize(st.planShareFetch(key, shareReq(3, nil, nil, []int32{0}), leaders))
 	checkParts(t, "forget", got, map[int32]partSummary{
 		0: {epoch: 3, forgot: []int32{0}, wait: 0},
 		1: {epoch: 3, wait: fetchPartWait},
@@ -122,12 +122,12 @@ func TestSharePlanSessionLifecycle(t *testing.T) {
 	})
 
 	// A wrong epoch is answered by the gateway; nothing is sent.
-	if p := st.planShareFetch(tun, key, shareReq(9, nil, nil, nil), leaders); p.errCode != kerr.InvalidShareSessionEpoch.Code || len(p.parts) != 0 {
+	if p := st.planShareFetch(key, shareReq(9, nil, nil, nil), leaders); p.errCode != kerr.InvalidShareSessionEpoch.Code || len(p.parts) != 0 {
 		t.Errorf("wrong epoch: code %d, %d parts", p.errCode, len(p.parts))
 	}
 
 	// Epoch 4: broker 0 holds an empty session now and needs no part.
-	got = summarize(st.planShareFetch(tun, key, shareReq(4, nil, nil, nil), leaders))
+	got = summarize(st.planShareFetch(key, shareReq(4, nil, nil, nil), leaders))
 	checkParts(t, "idle broker", got, map[int32]partSummary{
 		1: {epoch: 4, wait: fetchPartWait},
 		2: {epoch: 4, wait: fetchPartWait},
@@ -135,13 +135,13 @@ func TestSharePlanSessionLifecycle(t *testing.T) {
 
 	// Epoch -1 closes every broker's session, the idle one too, with
 	// the acknowledgements for the partitions each leads.
-	got = summarize(st.planShareFetch(tun, key, shareReq(-1, []int32{2}, []int32{2}, nil), leaders))
+	got = summarize(st.planShareFetch(key, shareReq(-1, []int32{2}, []int32{2}, nil), leaders))
 	checkParts(t, "close", got, map[int32]partSummary{
 		0: {epoch: -1, wait: 5000},
 		1: {epoch: -1, wait: 5000},
 		2: {epoch: -1, listed: []int32{2}, acks: true, wait: 5000},
 	})
-	if p := st.planShareFetch(tun, key, shareReq(1, nil, nil, nil), leaders); p.errCode != kerr.ShareSessionNotFound.Code {
+	if p := st.planShareFetch(key, shareReq(1, nil, nil, nil), leaders); p.errCode != kerr.ShareSessionNotFound.Code {
 		t.Errorf("after close: code %d, want SHARE_SESSION_NOT_FOUND", p.errCode)
 	}
 }
@@ -153,9 +153,9 @@ func TestSharePlanAckOnNewBroker(t *testing.T) {
 	st := tun.shares()
 	key := shareMemberKey{"g", "m"}
 	leaders := leadersOf(map[int32]int32{0: 0, 1: 0})
-	st.planShareFetch(tun, key, shareReq(0, []int32{0, 1}, nil, nil), leaders)
+	st.planShareFetch(key, shareReq(0, []int32{0, 1}, nil, nil), leaders)
 	leaders[sharePart{shareTopic, 1}] = 1
-	plan := st.planShareFetch(tun, key, shareReq(1, []int32{1}, []int32{1}, nil), leaders)
+	plan := st.planShareFetch(key, shareReq(1, []int32{1}, []int32{1}, nil), leaders)
 	checkParts(t, "moved", summarize(plan), map[int32]partSummary{
 		0: {epoch: 1, forgot: []int32{1}, wait: fetchPartWait},
 		1: {epoch: 0, listed: []int32{1}, wait: fetchPartWait},
@@ -180,18 +180,18 @@ func TestSharePlanSessionErrorResets(t *testing.T) {
 	st := tun.shares()
 	key := shareMemberKey{"g", "m"}
 	leaders := leadersOf(map[int32]int32{0: 0, 1: 1})
-	st.planShareFetch(tun, key, shareReq(0, []int32{0, 1}, nil, nil), leaders)
-	plan := st.planShareFetch(tun, key, shareReq(1, nil, nil, nil), leaders)
+	st.planShareFetch(key, shareReq(0, []int32{0, 1}, nil, nil), leaders)
+	plan := st.planShareFetch(key, shareReq(1, nil, nil, nil), leaders)
 	bad := kmsg.NewPtrShareFetchResponse()
 	bad.ErrorCode = kerr.InvalidShareSessionEpoch.Code
 	out := tun.mergeShareFetch(shareReq(1, nil, nil, nil), plan, map[int32]kmsg.Response{0: kmsg.NewPtrShareFetchResponse(), 1: bad})
 	if out.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
 		t.Fatalf("merged error %d, want INVALID_SHARE_SESSION_EPOCH", out.ErrorCode)
 	}
-	if p := st.planShareFetch(tun, key, shareReq(2, nil, nil, nil), leaders); p.errCode != kerr.ShareSessionNotFound.Code {
+	if p := st.planShareFetch(key, shareReq(2, nil, nil, nil), leaders); p.errCode != kerr.ShareSessionNotFound.Code {
 		t.Errorf("after the error, epoch 2: code %d, want SHARE_SESSION_NOT_FOUND", p.errCode)
 	}
-	plan = st.planShareFetch(tun, key, shareReq(0, []int32{0}, nil, nil), leaders)
+	plan = st.planShareFetch(key, shareReq(0, []int32{0}, nil, nil), leaders)
 	checkParts(t, "reopen", summarize(plan), map[int32]partSummary{
 		0: {epoch: 0, listed: []int32{0}, wait: 5000}, // the only broker fetching: the client's whole wait
 		1: {epoch: -1, wait: 0},
@@ -206,7 +206,7 @@ func TestSharePlanAcknowledge(t *testing.T) {
 	st := tun.shares()
 	key := shareMemberKey{"g", "m"}
 	leaders := leadersOf(map[int32]int32{0: 0, 1: 1, 2: 2})
-	st.planShareFetch(tun, key, shareReq(0, []int32{0, 1}, nil, nil), leaders)
+	st.planShareFetch(key, shareReq(0, []int32{0, 1}, nil, nil), leaders)
 	ack := func(epoch int32, parts ...int32) *kmsg.ShareAcknowledgeRequest {
 		r := kmsg.NewPtrShareAcknowledgeRequest()
 		g, m := "g", "m"
@@ -233,7 +233,7 @@ func TestSharePlanAcknowledge(t *testing.T) {
 		t.Errorf("unacked %v", p.unacked)
 	}
 	// The acknowledge moved the client's epoch and broker 1's, not broker 0's.
-	got := summarize(st.planShareFetch(tun, key, shareReq(2, nil, nil, nil), leaders))
+	got := summarize(st.planShareFetch(key, shareReq(2, nil, nil, nil), leaders))
 	if got[0].epoch != 1 || got[1].epoch != 2 {
 		t.Errorf("after an acknowledge: broker epochs %d, %d, want 1, 2", got[0].epoch, got[1].epoch)
 	}
@@ -390,7 +390,7 @@ func TestSharePlanSessionLimit(t *testing.T) {
 	leaders := leadersOf(map[int32]int32{0: 0})
 	for i := range maxShareSessions + 1 {
 		key := shareMemberKey{"g", fmt.Sprint(i)}
-		p := st.planShareFetch(tun, key, shareReq(0, []int32{0}, nil, nil), leaders)
+		p := st.planShareFetch(key, shareReq(0, []int32{0}, nil, nil), leaders)
 		want := int16(0)
 		if i == maxShareSessions {
 			want = kerr.ShareSessionLimitReached.Code
@@ -399,8 +399,8 @@ func TestSharePlanSessionLimit(t *testing.T) {
 			t.Fatalf("session %d: code %d, want %d", i, p.errCode, want)
 		}
 	}
-	st.planShareFetch(tun, shareMemberKey{"g", "0"}, shareReq(-1, nil, nil, nil), leaders)
-	if p := st.planShareFetch(tun, shareMemberKey{"g", "new"}, shareReq(0, []int32{0}, nil, nil), leaders); p.errCode != 0 {
+	st.planShareFetch(shareMemberKey{"g", "0"}, shareReq(-1, nil, nil, nil), leaders)
+	if p := st.planShareFetch(shareMemberKey{"g", "new"}, shareReq(0, []int32{0}, nil, nil), leaders); p.errCode != 0 {
 		t.Errorf("after a close: code %d", p.errCode)
 	}
 }
@@ -412,10 +412,24 @@ func TestSharePlanForgetOnlyKeepsWait(t *testing.T) {
 	st := tun.shares()
 	key := shareMemberKey{"g", "m"}
 	leaders := leadersOf(map[int32]int32{0: 0, 1: 1})
-	st.planShareFetch(tun, key, shareReq(0, []int32{0, 1}, nil, nil), leaders)
-	got := summarize(st.planShareFetch(tun, key, shareReq(1, nil, nil, []int32{0}), leaders))
+	st.planShareFetch(key, shareReq(0, []int32{0, 1}, nil, nil), leaders)
+	got := summarize(st.planShareFetch(key, shareReq(1, nil, nil, []int32{0}), leaders))
 	checkParts(t, "forget-only", got, map[int32]partSummary{
 		0: {epoch: 1, forgot: []int32{0}, wait: 0},
 		1: {epoch: 1, wait: 5000},
 	})
+}
+
+// A session opened with no partitions is answered by the gateway (no
+// empty session upstream); its first partition opens the leader's.
+func TestSharePlanEmptySession(t *testing.T) {
+	tun := fuzzTunnel()
+	st := tun.shares()
+	key := shareMemberKey{"g", "m"}
+	leaders := leadersOf(map[int32]int32{0: 2})
+	if p := st.planShareFetch(key, shareReq(0, nil, nil, nil), leaders); p.errCode != 0 || len(p.parts) != 0 {
+		t.Fatalf("empty open: code %d, %d parts", p.errCode, len(p.parts))
+	}
+	got := summarize(st.planShareFetch(key, shareReq(1, []int32{0}, nil, nil), leaders))
+	checkParts(t, "first partition", got, map[int32]partSummary{2: {epoch: 0, listed: []int32{0}, wait: 5000}})
 }
