@@ -35,11 +35,15 @@ import (
 // SHARE_SESSION_NOT_FOUND, ...) reaches the client and breaks the
 // gateway's session, so the client's next epoch 0 rebuilds all of it.
 //
-// One limit: Kafka refuses acknowledgements on a session's first
-// request (epoch 0), and ShareAcknowledge cannot open one, so an
-// acknowledgement for a partition whose leader moved to a broker with no
-// session yet is answered NOT_LEADER_OR_FOLLOWER by the gateway; those
-// records are delivered again when their acquisition lock ends.
+// Kafka refuses acknowledgements on a session's first request (epoch 0),
+// and ShareAcknowledge cannot open one: acknowledgements for a broker
+// whose session this ShareFetch opens (a leader moved to it) follow at
+// epoch 1 in a ShareAcknowledge on the same connection, which the broker
+// processes right after the ShareFetch (scatterShare, mergeFollowAcks).
+// Only an acknowledgement whose leader leads none of the session's
+// partitions has no session to go to; it is answered
+// NOT_LEADER_OR_FOLLOWER, and those records come back when their
+// acquisition lock ends.
 
 // sharePart names one partition of a share session (share requests name
 // topics by id, KIP-516).
@@ -113,7 +117,11 @@ type sharePlan struct {
 	parts   map[int32]kmsg.Request
 	closing map[int32]bool // parts closing a stale upstream session: answers not merged
 	unacked []sharePart    // acknowledgements the gateway could not deliver
-	errCode int16          // non-zero: answered by the gateway, nothing sent
+	// follow are ShareAcknowledges sent right after the part opening a
+	// new upstream session (epoch 0, which Kafka takes no acknowledgements
+	// on), on the same connection, so that broker processes them next.
+	follow  map[int32]*kmsg.ShareAcknowledgeRequest
+	errCode int16 // non-zero: answered by the gateway, nothing sent
 }
 
 // shareLeaders resolves the leader of every partition in parts.
@@ -191,7 +199,7 @@ func (t *tunnel) routeShareFetch(r *kmsg.ShareFetchRequest, rep reply) error {
 		}
 		return nil
 	}
-	return t.scatterPartial(plan.parts, rep, func(m map[int32]kmsg.Response) (kmsg.Response, error) {
+	return t.scatterShare(plan, rep, func(m map[int32]kmsg.Response) (kmsg.Response, error) {
 		return t.mergeShareFetch(r, plan, m), nil
 	})
 }
@@ -200,7 +208,7 @@ func (t *tunnel) routeShareFetch(r *kmsg.ShareFetchRequest, rep reply) error {
 // the gateway's session as the brokers will once they answer. Called
 // with st.mu held.
 func (st *shareState) planShareFetch(key shareMemberKey, r *kmsg.ShareFetchRequest, leaders map[sharePart]int32) sharePlan {
-	plan := sharePlan{key: key, parts: map[int32]kmsg.Request{}, closing: map[int32]bool{}}
+	plan := sharePlan{key: key, parts: map[int32]kmsg.Request{}, closing: map[int32]bool{}, follow: map[int32]*kmsg.ShareAcknowledgeRequest{}}
 	s := st.sessions[key]
 	switch e := r.ShareSessionEpoch; {
 	case e == 0:
@@ -354,15 +362,7 @@ func (s *shareSession) brokerPart(r *kmsg.ShareFetchRequest, n int32, want map[s
 		return part
 	}
 	if bs == nil {
-		// A new upstream session: epoch 0 with every partition n leads,
-		// and no acknowledgements (Kafka refuses them on epoch 0).
-		plan.unacked = append(plan.unacked, ackHere...)
-		if len(want) == 0 {
-			return nil
-		}
-		list := sortedParts(want)
-		s.brokers[n] = &brokerShare{epoch: 1, parts: want}
-		return s.shareFetchPart(r, 0, list, nil, nil)
+		return s.openBroker(r, n, want, ackHere, acks, plan)
 	}
 	var send, forget []sharePart
 	for p := range want {
@@ -391,6 +391,128 @@ func (s *shareSession) brokerPart(r *kmsg.ShareFetchRequest, n int32, want map[s
 	}
 	bs.epoch = nextShareEpoch(bs.epoch)
 	return part
+}
+
+// openBroker opens a new upstream session on n: epoch 0 with every
+// partition n leads and no acknowledgements (Kafka refuses them on epoch
+// 0); those follow at epoch 1 in a ShareAcknowledge on the same
+// connection (plan.follow), with the part's wait capped so they are not
+// held back by a long poll.
+func (s *shareSession) openBroker(r *kmsg.ShareFetchRequest, n int32, want map[sharePart]bool, ackHere []sharePart, acks fetchAcks, plan *sharePlan) *kmsg.ShareFetchRequest {
+	if len(want) == 0 { // n leads none of the session's partitions: nothing to open
+		plan.unacked = append(plan.unacked, ackHere...)
+		return nil
+	}
+	bs := &brokerShare{epoch: 1, parts: want}
+	s.brokers[n] = bs
+	part := s.shareFetchPart(r, 0, sortedParts(want), nil, nil)
+	if len(ackHere) > 0 {
+		plan.follow[n] = followAcks(r, bs.epoch, sortedParts(toSet(ackHere)), acks)
+		bs.epoch = nextShareEpoch(bs.epoch)
+		part.MaxWaitMillis = min(part.MaxWaitMillis, fetchPartWait)
+	}
+	return part
+}
+
+// followAcks is the ShareAcknowledge carrying a ShareFetch's
+// acknowledgements for list (the batches have the same fields).
+func followAcks(r *kmsg.ShareFetchRequest, epoch int32, list []sharePart, acks fetchAcks) *kmsg.ShareAcknowledgeRequest {
+	a := kmsg.NewPtrShareAcknowledgeRequest()
+	// ShareFetch and ShareAcknowledge versions moved together (v1 when
+	// KIP-932 became generally available, v2 for KIP-1222), so a broker
+	// serving the client's ShareFetch version serves this one.
+	a.SetVersion(r.Version)
+	a.GroupID, a.MemberID, a.ShareSessionEpoch = r.GroupID, r.MemberID, epoch
+	for _, p := range list {
+		rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+		rp.Partition = p.partition
+		for _, b := range acks[p] {
+			ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
+			ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = b.FirstOffset, b.LastOffset, b.AcknowledgeTypes
+			rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ab)
+		}
+		if i := len(a.Topics) - 1; i >= 0 && a.Topics[i].TopicID == p.topic {
+			a.Topics[i].Partitions = append(a.Topics[i].Partitions, rp)
+			continue
+		}
+		tp := kmsg.NewShareAcknowledgeRequestTopic()
+		tp.TopicID, tp.Partitions = p.topic, []kmsg.ShareAcknowledgeRequestTopicPartition{rp}
+		a.Topics = append(a.Topics, tp)
+	}
+	return a
+}
+
+// followKey is the gather key of node n's follow-up acknowledge (node
+// ids are never negative).
+func followKey(n int32) int32 { return -1000 - n }
+
+// scatterShare sends a plan's parts, each new session's follow-up
+// acknowledge right after its part on the same connection, and merges
+// once all are in; a part that cannot be sent or answered is left out of
+// the merge (scatterPartial's rule).
+func (t *tunnel) scatterShare(plan sharePlan, rep reply, merge func(map[int32]kmsg.Response) (kmsg.Response, error)) error {
+	if len(plan.follow) == 0 {
+		return t.scatterPartial(plan.parts, rep, merge)
+	}
+	type send struct {
+		key, node int32
+		req       kmsg.Request
+	}
+	var sends []send
+	for n, req := range plan.parts {
+		sends = append(sends, send{n, n, req})
+		if f := plan.follow[n]; f != nil {
+			sends = append(sends, send{followKey(n), n, f})
+		}
+	}
+	g := &gather{got: make(map[int32]kmsg.Response, len(sends)), rep: rep, merge: merge, partial: true}
+	g.left.Store(int32(len(sends)))
+	for _, x := range sends {
+		call := &partCall{node: x.key, req: x.req}
+		call.done = func() { g.finish(t, call.node, call.resp, call.body, call.err) }
+		bc, err := t.conn(x.node)
+		queued := false
+		if err == nil {
+			queued, err = bc.send(call, true)
+		}
+		if err != nil && !queued {
+			g.finish(t, x.key, nil, nil, err)
+		}
+	}
+	return nil
+}
+
+// mergeFollowAcks puts the follow-up acknowledges' outcomes into the
+// merged ShareFetch answer, as each partition's AcknowledgeErrorCode (a
+// client takes a partition's presence as its acknowledgement's answer).
+// A follow-up that failed as a whole fails the answer like any part.
+func mergeFollowAcks(out *kmsg.ShareFetchResponse, plan sharePlan, m map[int32]kmsg.Response) {
+	for n, f := range plan.follow {
+		resp, ok := m[followKey(n)]
+		if !ok {
+			if out.ErrorCode == 0 {
+				out.ErrorCode = kerr.ShareSessionNotFound.Code
+			}
+			continue
+		}
+		ar := resp.(*kmsg.ShareAcknowledgeResponse)
+		out.ThrottleMillis = max(out.ThrottleMillis, ar.ThrottleMillis)
+		if out.ErrorCode == 0 && ar.ErrorCode != 0 {
+			out.ErrorCode, out.ErrorMessage = ar.ErrorCode, ar.ErrorMessage
+		}
+		codes := map[sharePart]int16{}
+		for _, tp := range ar.Topics {
+			for _, p := range tp.Partitions {
+				codes[sharePart{tp.TopicID, p.Partition}] = p.ErrorCode
+			}
+		}
+		for _, tp := range f.Topics {
+			for _, p := range tp.Partitions {
+				sp := sharePart{tp.TopicID, p.Partition}
+				setShareFetchAck(out, sp, codes[sp])
+			}
+		}
+	}
 }
 
 // planKeeper: a ShareFetch no broker needs (an empty session) goes to a
@@ -511,7 +633,10 @@ func shareFetchRespParts(x *kmsg.ShareFetchResponseTopic) *[]kmsg.ShareFetchResp
 func (t *tunnel) mergeShareFetch(r *kmsg.ShareFetchRequest, plan sharePlan, m map[int32]kmsg.Response) *kmsg.ShareFetchResponse {
 	out := r.ResponseKind().(*kmsg.ShareFetchResponse)
 	for n, resp := range m {
-		fr := resp.(*kmsg.ShareFetchResponse)
+		fr, ok := resp.(*kmsg.ShareFetchResponse)
+		if !ok { // a follow-up acknowledge (mergeFollowAcks)
+			continue
+		}
 		out.ThrottleMillis = max(out.ThrottleMillis, fr.ThrottleMillis)
 		if plan.closing[n] {
 			continue
@@ -527,6 +652,7 @@ func (t *tunnel) mergeShareFetch(r *kmsg.ShareFetchRequest, plan sharePlan, m ma
 			out.ErrorCode = kerr.ShareSessionNotFound.Code // that broker's connection, and session, is gone
 		}
 	}
+	mergeFollowAcks(out, plan, m)
 	stale := len(plan.unacked) > 0
 	for _, tp := range out.Topics {
 		for _, p := range tp.Partitions {
@@ -561,18 +687,26 @@ func minPositive(a, b int32) int32 {
 // deliver with NOT_LEADER_OR_FOLLOWER.
 func addShareFetchUnacked(out *kmsg.ShareFetchResponse, unacked []sharePart) {
 	for _, u := range unacked {
-		tp := kmsg.NewShareFetchResponseTopic()
-		tp.TopicID = u.topic
-		p := kmsg.NewShareFetchResponseTopicPartition()
-		p.Partition, p.AcknowledgeErrorCode = u.partition, kerr.NotLeaderForPartition.Code
-		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = -1, -1
-		if q := findShareFetchPart(out, u); q != nil {
-			q.AcknowledgeErrorCode = p.AcknowledgeErrorCode
-			continue
-		}
-		tp.Partitions = append(tp.Partitions, p)
-		out.Topics = mergeTopics(out.Topics, []kmsg.ShareFetchResponseTopic{tp}, shareFetchRespKey, shareFetchRespParts)
+		setShareFetchAck(out, u, kerr.NotLeaderForPartition.Code)
 	}
+}
+
+// setShareFetchAck sets partition u's AcknowledgeErrorCode, adding the
+// partition to the answer when no part listed it.
+func setShareFetchAck(out *kmsg.ShareFetchResponse, u sharePart, code int16) {
+	if q := findShareFetchPart(out, u); q != nil {
+		if q.AcknowledgeErrorCode == 0 {
+			q.AcknowledgeErrorCode = code
+		}
+		return
+	}
+	tp := kmsg.NewShareFetchResponseTopic()
+	tp.TopicID = u.topic
+	p := kmsg.NewShareFetchResponseTopicPartition()
+	p.Partition, p.AcknowledgeErrorCode = u.partition, code
+	p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = -1, -1
+	tp.Partitions = append(tp.Partitions, p)
+	out.Topics = mergeTopics(out.Topics, []kmsg.ShareFetchResponseTopic{tp}, shareFetchRespKey, shareFetchRespParts)
 }
 
 func findShareFetchPart(out *kmsg.ShareFetchResponse, u sharePart) *kmsg.ShareFetchResponseTopicPartition {

@@ -146,8 +146,10 @@ func TestSharePlanSessionLifecycle(t *testing.T) {
 	}
 }
 
-// A broker that gets a new session cannot take acknowledgements (Kafka
-// refuses them on epoch 0): the gateway answers them NOT_LEADER_OR_FOLLOWER.
+// A broker that gets a new session cannot take acknowledgements on it
+// (Kafka refuses them on epoch 0): they follow in a ShareAcknowledge at
+// epoch 1 on the same connection, and its answer is each partition's
+// AcknowledgeErrorCode.
 func TestSharePlanAckOnNewBroker(t *testing.T) {
 	tun := fuzzTunnel()
 	st := tun.shares()
@@ -155,19 +157,57 @@ func TestSharePlanAckOnNewBroker(t *testing.T) {
 	leaders := leadersOf(map[int32]int32{0: 0, 1: 0})
 	st.planShareFetch(key, shareReq(0, []int32{0, 1}, nil, nil), leaders)
 	leaders[sharePart{shareTopic, 1}] = 1
-	plan := st.planShareFetch(key, shareReq(1, []int32{1}, []int32{1}, nil), leaders)
+	req := shareReq(1, []int32{1}, []int32{1}, nil)
+	plan := st.planShareFetch(key, req, leaders)
 	checkParts(t, "moved", summarize(plan), map[int32]partSummary{
 		0: {epoch: 1, forgot: []int32{1}, wait: fetchPartWait},
 		1: {epoch: 0, listed: []int32{1}, wait: fetchPartWait},
 	})
-	if len(plan.unacked) != 1 || plan.unacked[0].partition != 1 {
-		t.Errorf("unacked %v, want partition 1", plan.unacked)
+	f := plan.follow[1]
+	if len(plan.unacked) != 0 || f == nil || f.ShareSessionEpoch != 1 || len(f.Topics) != 1 || len(f.Topics[0].Partitions[0].AcknowledgementBatches) != 1 {
+		t.Fatalf("unacked %v, follow-up %+v: want partition 1's batch at epoch 1", plan.unacked, f)
 	}
-	out := tun.mergeShareFetch(shareReq(1, nil, nil, nil), plan, map[int32]kmsg.Response{
-		0: kmsg.NewPtrShareFetchResponse(), 1: kmsg.NewPtrShareFetchResponse(),
+	ackResp := kmsg.NewPtrShareAcknowledgeResponse()
+	tp := kmsg.NewShareAcknowledgeResponseTopic()
+	tp.TopicID = shareTopic
+	ap := kmsg.NewShareAcknowledgeResponseTopicPartition()
+	ap.Partition, ap.ErrorCode = 1, kerr.InvalidRecordState.Code
+	tp.Partitions = append(tp.Partitions, ap)
+	ackResp.Topics = append(ackResp.Topics, tp)
+	out := tun.mergeShareFetch(req, plan, map[int32]kmsg.Response{
+		0: kmsg.NewPtrShareFetchResponse(), 1: kmsg.NewPtrShareFetchResponse(), followKey(1): ackResp,
 	})
+	if out.ErrorCode != 0 || len(out.Topics) != 1 || out.Topics[0].Partitions[0].AcknowledgeErrorCode != kerr.InvalidRecordState.Code {
+		t.Errorf("merged %+v, want partition 1's acknowledgement answered INVALID_RECORD_STATE", out)
+	}
+	// Broker 1 took epochs 0 and 1: it expects 2 next.
+	got := summarize(st.planShareFetch(key, shareReq(2, nil, nil, nil), leaders))
+	if got[1].epoch != 2 {
+		t.Errorf("broker 1 next epoch %d, want 2", got[1].epoch)
+	}
+	// A follow-up that never answered fails the answer like any part.
+	plan = sharePlan{key: key, parts: map[int32]kmsg.Request{1: req}, follow: map[int32]*kmsg.ShareAcknowledgeRequest{1: f}}
+	if out := tun.mergeShareFetch(req, plan, map[int32]kmsg.Response{1: kmsg.NewPtrShareFetchResponse()}); out.ErrorCode != kerr.ShareSessionNotFound.Code {
+		t.Errorf("missing follow-up: code %d", out.ErrorCode)
+	}
+}
+
+// An acknowledgement for a partition whose leader leads none of the
+// session's partitions (it was forgotten in the same request) has no
+// session to go to: answered NOT_LEADER_OR_FOLLOWER.
+func TestSharePlanAckNowhere(t *testing.T) {
+	tun := fuzzTunnel()
+	st := tun.shares()
+	key := shareMemberKey{"g", "m"}
+	leaders := leadersOf(map[int32]int32{0: 0, 1: 1})
+	st.planShareFetch(key, shareReq(0, []int32{0}, nil, nil), leaders)
+	plan := st.planShareFetch(key, shareReq(1, []int32{1}, []int32{1}, []int32{1}), leaders)
+	if len(plan.unacked) != 1 || plan.unacked[0].partition != 1 {
+		t.Fatalf("unacked %v, want partition 1", plan.unacked)
+	}
+	out := tun.mergeShareFetch(shareReq(1, nil, nil, nil), plan, map[int32]kmsg.Response{0: kmsg.NewPtrShareFetchResponse()})
 	if out.ErrorCode != 0 || len(out.Topics) != 1 || out.Topics[0].Partitions[0].AcknowledgeErrorCode != kerr.NotLeaderForPartition.Code {
-		t.Errorf("merged %+v, want partition 1's acknowledgement answered NOT_LEADER_OR_FOLLOWER", out)
+		t.Errorf("merged %+v", out)
 	}
 }
 
@@ -303,8 +343,16 @@ func FuzzSinglePortMergeShareFetch(f *testing.F) {
 			}
 			parts[int32(i)] = resp
 		}
+		// b doubles as broker 1's follow-up acknowledge answer when it
+		// decodes as one (else that follow-up is missing).
+		plan := shareFuzzPlan(req)
+		follow := followAcks(req, 1, []sharePart{{shareTopic, 1}}, fetchAcks{})
+		plan.follow = map[int32]*kmsg.ShareAcknowledgeRequest{1: follow}
+		if resp, err := decodePartResponse(follow, b); err == nil {
+			parts[followKey(1)] = resp
+		}
 		tun := fuzzTunnel()
-		out := tun.mergeShareFetch(req, shareFuzzPlan(req), parts)
+		out := tun.mergeShareFetch(req, plan, parts)
 		for _, tp := range out.Topics {
 			for _, p := range tp.Partitions {
 				if id := p.CurrentLeader.LeaderID; id >= 0 && id != tun.virtual {

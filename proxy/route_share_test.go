@@ -42,6 +42,7 @@ type shareTally struct {
 	delivered map[string]int
 	maxCount  map[string]int32 // the highest DeliveryCount seen
 	ackErrs   []error
+	noFlush   bool // leave acknowledgements to ride on the next ShareFetch
 }
 
 func newShareTally() *shareTally {
@@ -75,8 +76,10 @@ func (st *shareTally) consume(ctx context.Context, t *testing.T, cl *kgo.Client,
 			n++
 		})
 		if n > 0 {
-			if err := cl.FlushAcks(ctx); err != nil && ctx.Err() == nil {
-				t.Logf("flush acks: %v", err)
+			if !st.noFlush {
+				if err := cl.FlushAcks(ctx); err != nil && ctx.Err() == nil {
+					t.Logf("flush acks: %v", err)
+				}
 			}
 			if onPoll != nil {
 				onPoll()
@@ -508,4 +511,83 @@ func TestSinglePortShareOffered(t *testing.T) {
 			t.Errorf("inter-broker %s offered", kmsg.NameForKey(int16(k)))
 		}
 	}
+}
+
+// TestSinglePortShareAckFollowsOpen: both partitions lead on broker 0,
+// so the member's only upstream session is there. Partition 1 then
+// moves to broker 1 while its records wait to be acknowledged: the next
+// ShareFetch opens a session on broker 1 (epoch 0, which takes no
+// acknowledgements) and the gateway sends the acknowledgements right
+// after it in a ShareAcknowledge on the same connection. Every record is
+// delivered once and acknowledged, with no acknowledgement error.
+func TestSinglePortShareAckFollowsOpen(t *testing.T) {
+	const topic, group, parts, n = "shf", "shf-group", 2, 40
+	c := startUpstream(t, 3, kfake.SeedTopics(parts, topic), kfake.BrokerConfigs(map[string]string{
+		"group.share.record.lock.duration.ms": "2000",
+		"share.record.lock.sweep.interval.ms": "100",
+	}))
+	for p := range int32(parts) {
+		if err := c.MoveTopicPartition(topic, p, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.SetGroupConfigs(group, map[string]string{"share.auto.offset.reset": "earliest"})
+	srv := startGateway(t, c, func(o *proxy.Options) {
+		o.Listeners[0].SinglePort = &proxy.SinglePortOptions{VirtualNode: testVirtual}
+	})
+	scan := &nodeScanner{virtual: testVirtual, addr: srv.Addr(0).String()}
+	ctx := ctxT(t, 60*time.Second)
+	var mu sync.Mutex
+	acksAt := map[int32]int{} // ShareAcknowledge requests per broker
+	c.ControlKey(int16(kmsg.ShareAcknowledge), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		mu.Lock()
+		acksAt[c.CurrentNode()]++
+		mu.Unlock()
+		return nil, nil, false
+	})
+	produceValues(ctx, t, srv, topic, n)
+	st := newShareTally()
+	st.noFlush = true // acknowledgements ride on the next ShareFetch
+	cl := newShareConsumer(t, srv, scan, topic, group, st)
+	adm := kadm.NewClient(newClient(t, srv, nil, kgo.Dialer(scan.dial)))
+	moved := false
+	move := func() {
+		if moved {
+			return
+		}
+		moved = true
+		if err := c.MoveTopicPartition(topic, 1, 1); err != nil {
+			t.Error(err)
+		}
+		if _, err := adm.Metadata(ctx, topic); err != nil { // the gateway's view learns the move
+			t.Error(err)
+		}
+	}
+	cctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); st.consume(cctx, t, cl, move) }()
+	for st.distinct() < n && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitShareAcked(ctx, t, adm, group, topic, parts, n/parts)
+	stop()
+	wg.Wait()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for i := range n {
+		if v := fmt.Sprint(i); st.delivered[v] != 1 {
+			t.Errorf("record %s delivered %d times", v, st.delivered[v])
+		}
+	}
+	for _, err := range st.ackErrs {
+		t.Errorf("acknowledgement failed: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if acksAt[1] == 0 { // the client sends none itself here: the gateway's follow-up
+		t.Errorf("no ShareAcknowledge reached broker 1 (%v)", acksAt)
+	}
+	scan.assertClean(t)
 }
