@@ -40,9 +40,11 @@ import (
 // whose session this ShareFetch opens (a leader moved to it) follow at
 // epoch 1 in a ShareAcknowledge on the same connection, which the broker
 // processes right after the ShareFetch (scatterShare, mergeFollowAcks).
-// Only an acknowledgement whose leader leads none of the session's
-// partitions has no session to go to; it is answered
-// NOT_LEADER_OR_FOLLOWER, and those records come back when their
+// An acknowledgement whose leader has no session to take it (in a
+// ShareFetch: that broker leads none of the session's partitions; in a
+// ShareAcknowledge: the session has not reached that broker yet, and
+// only a ShareFetch, which acquires records, could open it) is answered
+// NOT_LEADER_OR_FOLLOWER; those records come back when their
 // acquisition lock ends.
 
 // sharePart names one partition of a share session (share requests name
