@@ -52,6 +52,10 @@ func openTransaction(t *testing.T, srv *proxy.Server, id, topic string, partitio
 	return cl
 }
 
+func movedCode(c int16) bool {
+	return c == kerr.NotCoordinator.Code || c == kerr.CoordinatorNotAvailable.Code
+}
+
 // TestSinglePortDescribeProducers: DescribeProducers (KIP-664) split by
 // partition leader. A transactional producer has a transaction open on
 // partitions leading on all three brokers (kfake lists only producers
@@ -67,7 +71,8 @@ func TestSinglePortDescribeProducers(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes := countNodes(c, kmsg.DescribeProducers)
-	adm := kadm.NewClient(newClient(t, srv, nil, kgo.Dialer(scan.dial)))
+	cl := newClient(t, srv, nil, kgo.Dialer(scan.dial))
+	adm := kadm.NewClient(cl)
 	vs, err := adm.ApiVersions(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +105,37 @@ func TestSinglePortDescribeProducers(t *testing.T) {
 		}
 	}
 	nodes.assertAll(t, 3)
+	// Every leader moves: the gateway's view sends each partition to its
+	// old leader, whose NOT_LEADER_OR_FOLLOWER refreshes the view, so a
+	// second request (to the virtual node directly, without kadm's
+	// retries) describes every partition.
+	for p := range int32(parts) {
+		if err := c.MoveTopicPartition(topic, p, (p+1)%3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 2 {
+		req := kmsg.NewPtrDescribeProducersRequest()
+		rt := kmsg.NewDescribeProducersRequestTopic()
+		rt.Topic, rt.Partitions = topic, []int32{0, 1, 2, 3, 4, 5}
+		req.Topics = append(req.Topics, rt)
+		raw, err := cl.Broker(testVirtual).Request(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed := 0
+		for _, tp := range raw.(*kmsg.DescribeProducersResponse).Topics {
+			for _, p := range tp.Partitions {
+				listed++
+				if round == 1 && (p.ErrorCode != 0 || len(p.ActiveProducers) != 1 || p.ActiveProducers[0].ProducerID != pid) {
+					t.Errorf("after the leaders moved: partition %d error %d producers %+v", p.Partition, p.ErrorCode, p.ActiveProducers)
+				}
+			}
+		}
+		if listed != parts {
+			t.Errorf("round %d: %d partitions listed, want %d", round, listed, parts)
+		}
+	}
 	if err := prod.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
@@ -202,6 +238,25 @@ func TestSinglePortTransactionAdmin(t *testing.T) {
 		t.Errorf("describe with a lost coordinator: codes %v, want %s ok and %s COORDINATOR_NOT_AVAILABLE", codes, ids[0], lost)
 	}
 	lists.assertAll(t, 3)
+	// The coordinators move: a NOT_COORDINATOR answer makes the gateway
+	// look again, so the second request reaches every new coordinator.
+	c.RehashCoordinators()
+	if c.CoordinatorFor(ids[0]) == 0 && c.CoordinatorFor(ids[1]) == 1 && c.CoordinatorFor(ids[2]) == 2 {
+		t.Fatal("no transaction coordinator moved on a rehash")
+	}
+	for round := range 2 {
+		req := kmsg.NewPtrDescribeTransactionsRequest()
+		req.TransactionalIDs = ids
+		resp, err := virtual.Request(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range resp.(*kmsg.DescribeTransactionsResponse).TransactionStates {
+			if round == 1 && movedCode(s.ErrorCode) {
+				t.Errorf("%s after the coordinators moved and one NOT_COORDINATOR: error %d", s.TransactionalID, s.ErrorCode)
+			}
+		}
+	}
 	scan.assertClean(t)
 }
 
@@ -282,27 +337,61 @@ func TestSinglePortConsumerGroupDescribe(t *testing.T) {
 		}
 	}
 	nodes := countNodes(c, kmsg.ConsumerGroupDescribe)
-	adm := kadm.NewClient(newClient(t, srv, nil, kgo.Dialer(scan.dial)))
-	described, err := adm.DescribeConsumerGroups(ctx, groups...)
-	if err != nil {
-		t.Fatal(err)
+	cl := newClient(t, srv, nil, kgo.Dialer(scan.dial))
+	adm := kadm.NewClient(cl)
+	describe := func(when string) {
+		t.Helper()
+		described, err := adm.DescribeConsumerGroups(ctx, groups...)
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		for _, g := range groups {
+			d, ok := described[g]
+			if !ok || d.Err != nil || d.State != "Stable" || len(d.Members) != 1 {
+				t.Errorf("%s: %s: %+v (present %v), want Stable with one member", when, g, d, ok)
+				continue
+			}
+			m := d.Members[0]
+			owned := 0 // kfake's assignments name topics by id only, so kadm files them under ""
+			for _, ps := range m.Assignment {
+				owned += len(ps)
+			}
+			if m.ClientID != "member-"+g || owned != parts {
+				t.Errorf("%s: %s: member %s owns %v, want all %d partitions of %s", when, g, m.ClientID, m.Assignment, parts, topic)
+			}
+		}
 	}
-	for _, g := range groups {
-		d, ok := described[g]
-		if !ok || d.Err != nil || d.State != "Stable" || len(d.Members) != 1 {
-			t.Errorf("%s: %+v (present %v), want Stable with one member", g, d, ok)
-			continue
-		}
-		m := d.Members[0]
-		owned := 0 // kfake's assignments name topics by id only, so kadm files them under ""
-		for _, ps := range m.Assignment {
-			owned += len(ps)
-		}
-		if m.ClientID != "member-"+g || owned != parts {
-			t.Errorf("%s: member %s owns %v, want all %d partitions of %s", g, m.ClientID, m.Assignment, parts, topic)
-		}
-	}
+	describe("first")
 	nodes.assertAll(t, 3)
+	// The coordinators move: the gateway's cached ones answer
+	// NOT_COORDINATOR, which makes it look again, so a second request
+	// (asked of the virtual node directly, without kadm's retries) finds
+	// every group.
+	c.RehashCoordinators()
+	moved := 0
+	for i, g := range groups {
+		if c.CoordinatorFor(g) != int32(i) {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no group's coordinator moved on a rehash")
+	}
+	virtual := cl.Broker(testVirtual)
+	for round := range 2 {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Groups = groups
+		raw, err := virtual.Request(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range raw.(*kmsg.ConsumerGroupDescribeResponse).Groups {
+			if round == 1 && g.ErrorCode != 0 {
+				t.Errorf("%s after the coordinators moved and one NOT_COORDINATOR: error %d", g.Group, g.ErrorCode)
+			}
+		}
+	}
+	describe("after the coordinators moved")
 	scan.assertClean(t)
 }
 
@@ -368,4 +457,60 @@ func TestSinglePortAuditUpstreamNodes(t *testing.T) {
 	if finds == 0 || metas == 0 {
 		t.Errorf("%d FindCoordinator and %d Metadata records, want some of each", finds, metas)
 	}
+}
+
+// TestSinglePortListTransactionsMerge: what one broker's ListTransactions
+// answer says reaches the client. Broker 1 answers
+// COORDINATOR_LOAD_IN_PROGRESS, broker 2 says it did not know the state
+// filter "Bogus", broker 0 answers as kfake does: the merged answer
+// carries the error and the unknown filter, and still lists every
+// transaction the other brokers listed, once.
+func TestSinglePortListTransactionsMerge(t *testing.T) {
+	const topic = "lt"
+	c, srv, scan := startSinglePort(t, topic, 3)
+	ctx := ctxT(t, 60*time.Second)
+	ids := keysOnEveryCoordinator(t, c, "lt-txn")
+	for i, id := range ids {
+		openTransaction(t, srv, id, topic, int32(i))
+	}
+	c.ControlKey(int16(kmsg.ListTransactions), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		resp := req.ResponseKind().(*kmsg.ListTransactionsResponse)
+		switch c.CurrentNode() {
+		case 1:
+			resp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+		case 2:
+			resp.UnknownStateFilters = []string{"Bogus"}
+		default:
+			return nil, nil, false
+		}
+		return resp, nil, true
+	})
+	cl := newClient(t, srv, nil, kgo.Dialer(scan.dial))
+	req := kmsg.NewPtrListTransactionsRequest()
+	req.StateFilters = []string{"Ongoing", "Bogus"}
+	raw, err := cl.Broker(testVirtual).Request(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := raw.(*kmsg.ListTransactionsResponse)
+	if resp.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
+		t.Errorf("merged error %d, want broker 1's COORDINATOR_LOAD_IN_PROGRESS", resp.ErrorCode)
+	}
+	if !slices.Equal(resp.UnknownStateFilters, []string{"Bogus"}) {
+		t.Errorf("unknown state filters %v, want broker 2's [Bogus]", resp.UnknownStateFilters)
+	}
+	seen := map[string]int{}
+	for _, s := range resp.TransactionStates {
+		seen[s.TransactionalID]++
+		if s.TransactionState != "Ongoing" {
+			t.Errorf("%s listed as %s", s.TransactionalID, s.TransactionState)
+		}
+	}
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Errorf("%s listed %d times, want once (from broker 0)", id, seen[id])
+		}
+	}
+	scan.assertClean(t)
 }
