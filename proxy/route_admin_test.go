@@ -414,6 +414,17 @@ func TestSinglePortAuditUpstreamNodes(t *testing.T) {
 			opts = append(opts, kgo.DisableIdempotentWrite())
 		}
 		prod := newClient(t, srv, nil, opts...)
+		// One record per partition first, each flushed alone: then the
+		// client knows every partition, and the next three records,
+		// buffered and flushed together, leave in one Produce.
+		for range 2 {
+			for p := range int32(3) {
+				prod.Produce(ctx, &kgo.Record{Topic: "au", Partition: p, Value: []byte("v")}, nil)
+				if err := prod.Flush(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 		for p := range int32(3) {
 			prod.Produce(ctx, &kgo.Record{Topic: "au", Partition: p, Value: []byte("v")}, nil)
 		}
@@ -433,8 +444,8 @@ func TestSinglePortAuditUpstreamNodes(t *testing.T) {
 	for got = auditRouting(sink.records(t)); !got.complete(); got = auditRouting(sink.records(t)) {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("audit records incomplete: Produce over three leaders recorded for acks %v, %d FindCoordinator, %d Metadata",
-				got.spanning, got.finds, got.metas)
+			t.Fatalf("audit records incomplete: Produce over three leaders recorded for acks %v, %d FindCoordinator, %d Metadata; Produce records: %v",
+				got.spanning, got.finds, got.metas, got.produces)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -450,6 +461,7 @@ type auditedRouting struct {
 	spanning     map[int16]bool // acks → a Produce over partitions 0-2 recorded with nodes [0 1 2]
 	finds, metas int
 	bad          []string
+	produces     []string // every Produce record, for a failure message
 }
 
 func (a auditedRouting) complete() bool {
@@ -464,7 +476,20 @@ func auditRouting(recs []audit.Record) auditedRouting {
 		}
 		switch r.API {
 		case "Produce":
-			if len(r.Topics) == 1 && len(r.Topics[0].Partitions) == 3 && slices.Equal(r.UpstreamNodes, []int32{0, 1, 2}) && r.Acks != nil {
+			a.produces = append(a.produces, fmt.Sprintf("acks %v topics %+v nodes %v", r.Acks, r.Topics, r.UpstreamNodes))
+			var leaders []int32 // partition p of "au" leads on node p (startSinglePort)
+			for _, tp := range r.Topics {
+				for _, p := range tp.Partitions {
+					if !slices.Contains(leaders, p.Partition%3) {
+						leaders = append(leaders, p.Partition%3)
+					}
+				}
+			}
+			slices.Sort(leaders)
+			if !slices.Equal(r.UpstreamNodes, leaders) {
+				a.bad = append(a.bad, fmt.Sprintf("Produce of %+v recorded with upstream nodes %v, want its leaders %v", r.Topics, r.UpstreamNodes, leaders))
+			}
+			if len(r.Topics) == 1 && r.Topics[0].Name == "au" && len(r.Topics[0].Partitions) == 3 && len(leaders) == 3 && r.Acks != nil {
 				a.spanning[*r.Acks] = true
 			}
 		case "FindCoordinator":
