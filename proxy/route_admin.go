@@ -206,12 +206,15 @@ func mergeDescribeLogDirs(r *kmsg.DescribeLogDirsRequest, m map[int32]kmsg.Respo
 }
 
 // splitByCoordinatorKind groups ids by their coordinator of kind (group
-// or transaction). An id whose coordinator cannot be found goes to failed.
+// or transaction). An id whose coordinator cannot be found goes to failed
+// (logged rate-limited: a client can name ids at will).
 func splitByCoordinatorKind[T any](t *tunnel, kind int8, items []T, id func(*T) string) (by map[int32][]T, failed []T) {
 	by = map[int32][]T{}
 	for i := range items {
 		n, err := t.coordinatorFor(coordKey{kind, id(&items[i])})
 		if err != nil {
+			t.s.srv.noisy.Warn("single_port_coordinator_lookup", t.s.remote, "single-port: coordinator lookup failed; answered COORDINATOR_NOT_AVAILABLE",
+				"conn", t.s.id, "key", id(&items[i]), "err", err)
 			failed = append(failed, items[i])
 			continue
 		}
