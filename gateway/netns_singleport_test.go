@@ -48,13 +48,45 @@ const (
 // ports stay closed. Needs root (skips otherwise).
 func TestSinglePortNetns(t *testing.T) {
 	ns := newNetns(t)
-	log := &acceptLog{}
+	s := startNetnsSetup(t, ns)
+	t.Run("reachable before the firewall", s.reachableBefore)
+	if t.Failed() {
+		t.FailNow()
+	}
+	s.log.reset() // the probe above connected to the brokers from the namespace
+	ns.lockDown(t, s.tunnel)
+	t.Run("only the single-port listener after it", s.onlyTunnelAfter)
+	t.Run("kgo and kadm", func(t *testing.T) {
+		var res netnsClientsResult
+		ns.helper(t, "clients", netnsClientsRequest{Bootstrap: s.tunnel}, &res)
+		t.Logf("the clients in the namespace report %+v", res)
+		res.check(t, s.tunnel)
+	})
+	t.Run("kcat", func(t *testing.T) { nsKcatRound(t, ns, s.tunnel) })
+	t.Run("port-per-broker stays closed", s.perBrokerClosed)
+	s.upstreamSawAll(t)
+}
+
+// netnsSetup is what TestSinglePortNetns runs: the upstream and the
+// gateway on the host end of the namespace's veth pair.
+type netnsSetup struct {
+	ns        *netns
+	log       *acceptLog     // connections the upstream accepted
+	nodes     *nsNodeCounter // upstream nodes that served each counted key
+	tunnel    string         // the single-port listener
+	perBroker string         // the port-per-broker listener's bootstrap
+	closed    []string       // every other port: perBroker, the admin server, the kfake brokers
+}
+
+func startNetnsSetup(t *testing.T, ns *netns) *netnsSetup {
+	t.Helper()
+	s := &netnsSetup{ns: ns, log: &acceptLog{}}
 	listen := func(network, _ string) (net.Listener, error) {
 		ln, err := net.Listen(network, net.JoinHostPort(ns.hostIP, "0"))
 		if err != nil {
 			return nil, err
 		}
-		return loggingListener{ln, log}, nil
+		return loggingListener{ln, s.log}, nil
 	}
 	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ListenFn(listen), kfake.SeedTopics(3, nsIn, nsOut, nsKcat))
 	if err != nil {
@@ -64,7 +96,7 @@ func TestSinglePortNetns(t *testing.T) {
 	for _, topic := range []string{nsIn, nsOut, nsKcat} {
 		spreadLeaders(t, c, topic, 3)
 	}
-	nodes := countUpstreamNodes(c, kmsg.Produce, kmsg.Fetch, kmsg.ConsumerGroupHeartbeat, kmsg.EndTxn)
+	s.nodes = countUpstreamNodes(c, kmsg.Produce, kmsg.Fetch, kmsg.ConsumerGroupHeartbeat, kmsg.EndTxn)
 	g := startFrom(t, fmt.Sprintf(`
 listeners:
   - name: tunnel
@@ -77,81 +109,79 @@ listeners:
 upstream: { bootstrap: [%[3]s] }
 admin: { listen: "%[1]s:0" }
 `, ns.hostIP, nsVirtual, strings.Join(c.ListenAddrs(), ", ")))
-	tunnel, perBroker, admin := g.Server.Addr(0).String(), g.Server.Addr(1).String(), g.AdminAddr().String()
-	closed := append([]string{perBroker, admin}, c.ListenAddrs()...)
+	s.tunnel, s.perBroker = g.Server.Addr(0).String(), g.Server.Addr(1).String()
+	s.closed = append([]string{s.perBroker, g.AdminAddr().String()}, c.ListenAddrs()...)
+	return s
+}
 
-	t.Run("reachable before the firewall", func(t *testing.T) {
-		var res netnsProbeResult
-		ns.helper(t, "probe", netnsProbeRequest{Addrs: append([]string{tunnel}, closed...)}, &res)
-		for addr, e := range res.Errors {
-			if e != "" {
-				t.Errorf("from the namespace without its firewall, %s: %s (the controls below would prove nothing)", addr, e)
-			}
+// reachableBefore: without its firewall the namespace reaches every
+// port, so the controls after it prove that the firewall closes them.
+func (s *netnsSetup) reachableBefore(t *testing.T) {
+	var res netnsProbeResult
+	s.ns.helper(t, "probe", netnsProbeRequest{Addrs: append([]string{s.tunnel}, s.closed...)}, &res)
+	for addr, e := range res.Errors {
+		if e != "" {
+			t.Errorf("from the namespace without its firewall, %s: %s (the controls would prove nothing)", addr, e)
 		}
-	})
-	if t.Failed() {
-		t.FailNow()
 	}
-	log.reset() // the probe above connected to the brokers from the namespace
-	ns.lockDown(t, tunnel)
+}
 
-	t.Run("only the single-port listener after it", func(t *testing.T) {
-		before := ns.blocked(t)
-		var res netnsProbeResult
-		ns.helper(t, "probe", netnsProbeRequest{Addrs: append([]string{tunnel}, closed...)}, &res)
-		if e := res.Errors[tunnel]; e != "" {
-			t.Errorf("the single-port listener %s: %s", tunnel, e)
+// onlyTunnelAfter: with the firewall, only the single-port listener
+// connects, and the firewall counted a refusal for each other port.
+func (s *netnsSetup) onlyTunnelAfter(t *testing.T) {
+	before := s.ns.refused(t)
+	var res netnsProbeResult
+	s.ns.helper(t, "probe", netnsProbeRequest{Addrs: append([]string{s.tunnel}, s.closed...)}, &res)
+	if e := res.Errors[s.tunnel]; e != "" {
+		t.Errorf("the single-port listener %s: %s", s.tunnel, e)
+	}
+	for _, addr := range s.closed {
+		if res.Errors[addr] == "" {
+			t.Errorf("the namespace reached %s: the firewall lets through more than the one port", addr)
 		}
-		for _, addr := range closed {
-			if res.Errors[addr] == "" {
-				t.Errorf("the namespace reached %s: the firewall lets through more than the one port", addr)
-			}
-		}
-		if after := ns.blocked(t); after < before+len(closed) {
-			t.Errorf("the firewall counted %d dropped packets for %d blocked dials: they failed for another reason", after-before, len(closed))
-		}
-	})
+	}
+	if after := s.ns.refused(t); after < before+len(s.closed) {
+		t.Errorf("the firewall refused %d connections for %d failed dials: they failed for another reason", after-before, len(s.closed))
+	}
+}
 
-	t.Run("kgo and kadm", func(t *testing.T) {
-		var res netnsClientsResult
-		ns.helper(t, "clients", netnsClientsRequest{Bootstrap: tunnel}, &res)
-		t.Logf("the clients in the namespace report %+v", res)
-		res.check(t, tunnel)
-	})
-	t.Run("kcat", func(t *testing.T) { nsKcatRound(t, ns, tunnel) })
+// perBrokerClosed: with the port-per-broker listener's bootstrap port
+// opened too, a client gets Metadata but cannot produce.
+func (s *netnsSetup) perBrokerClosed(t *testing.T) {
+	s.ns.allowAlso(t, s.perBroker)
+	var res netnsPerBrokerResult
+	s.ns.helper(t, "port-per-broker", netnsClientsRequest{Bootstrap: s.perBroker}, &res)
+	t.Logf("the port-per-broker client in the namespace reports %+v", res)
+	if len(res.Brokers) != 3 {
+		t.Fatalf("port-per-broker Metadata through the opened bootstrap port: %d brokers %+v, want 3", len(res.Brokers), res.Brokers)
+	}
+	for _, b := range res.Brokers {
+		if net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) == s.perBroker {
+			t.Errorf("broker %d is served on the bootstrap port %s: the control proves nothing", b.ID, s.perBroker)
+		}
+	}
+	if res.ProduceErr == "" {
+		t.Error("a produce through the port-per-broker listener succeeded although its broker ports are closed")
+	} else if len(res.ConnectErrors) == 0 {
+		t.Errorf("the produce failed (%s) without a refused broker connection", res.ProduceErr)
+	}
+}
 
-	t.Run("port-per-broker stays closed", func(t *testing.T) {
-		ns.allowAlso(t, perBroker)
-		var res netnsPerBrokerResult
-		ns.helper(t, "port-per-broker", netnsClientsRequest{Bootstrap: perBroker}, &res)
-		t.Logf("the port-per-broker client in the namespace reports %+v", res)
-		if len(res.Brokers) != 3 {
-			t.Fatalf("port-per-broker Metadata through the opened bootstrap port: %d brokers %+v, want 3", len(res.Brokers), res.Brokers)
-		}
-		for _, b := range res.Brokers {
-			if net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) == perBroker {
-				t.Errorf("broker %d is served on the bootstrap port %s: the control proves nothing", b.ID, perBroker)
-			}
-		}
-		if res.ProduceErr == "" {
-			t.Error("a produce through the port-per-broker listener succeeded although its broker ports are closed")
-		}
-		if res.ProduceErr != "" && len(res.ConnectErrors) == 0 {
-			t.Errorf("the produce failed (%s) without a refused broker connection", res.ProduceErr)
-		}
-	})
-
+// upstreamSawAll: Produce and Fetch reached all three brokers, the
+// KIP-848 heartbeats and the transactions reached the upstream, and
+// every upstream connection came from the gateway.
+func (s *netnsSetup) upstreamSawAll(t *testing.T) {
 	for _, k := range []kmsg.Key{kmsg.Produce, kmsg.Fetch} {
-		if m := nodes.nodes(k); len(m) != 3 {
+		if m := s.nodes.nodes(k); len(m) != 3 {
 			t.Errorf("%s reached upstream nodes %v, want all three", kmsg.NameForKey(int16(k)), m)
 		}
 	}
 	for _, k := range []kmsg.Key{kmsg.ConsumerGroupHeartbeat, kmsg.EndTxn} {
-		if len(nodes.nodes(k)) == 0 {
+		if len(s.nodes.nodes(k)) == 0 {
 			t.Errorf("no %s reached the upstream", kmsg.NameForKey(int16(k)))
 		}
 	}
-	nsUpstreamOnlyFromGateway(t, log, ns.hostIP)
+	nsUpstreamOnlyFromGateway(t, s.log, s.ns.hostIP)
 }
 
 // nsUpstreamOnlyFromGateway: every connection the upstream brokers

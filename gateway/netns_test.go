@@ -173,10 +173,11 @@ func freeSubnet(t *testing.T) (host, ns string) {
 
 // lockDown loads the namespace's firewall: out, only loopback, replies
 // and new TCP connections to allow (the gateway's single-port listener);
-// in, only loopback and replies. Everything else is counted in the named
-// counter "blocked" and dropped — outgoing TCP is refused with a reset
-// instead, so that a blocked dial fails at once rather than after its
-// timeout (a dropped SYN is only retransmitted).
+// in, only loopback and replies. Other outgoing TCP is refused with a
+// reset and counted in the named counter "refused" (a reset, not a drop,
+// so that a blocked dial fails at once rather than after its timeout: a
+// dropped SYN is only retransmitted); everything else is dropped and
+// counted in "dropped".
 func (n *netns) lockDown(t *testing.T, allow string) {
 	t.Helper()
 	host, port, err := net.SplitHostPort(allow)
@@ -185,20 +186,21 @@ func (n *netns) lockDown(t *testing.T, allow string) {
 	}
 	rules := fmt.Sprintf(`
 table inet %[1]s {
-	counter blocked { }
+	counter refused { }
+	counter dropped { }
 	chain output {
 		type filter hook output priority 0; policy drop;
 		oif "lo" accept
 		ct state established,related accept
 		ip daddr %[2]s tcp dport %[3]s ct state new accept
-		meta l4proto tcp counter name "blocked" reject with tcp reset
-		counter name "blocked" drop
+		meta l4proto tcp counter name "refused" reject with tcp reset
+		counter name "dropped" drop
 	}
 	chain input {
 		type filter hook input priority 0; policy drop;
 		iif "lo" accept
 		ct state established,related accept
-		counter name "blocked" drop
+		counter name "dropped" drop
 	}
 }
 `, netnsTable, host, port)
@@ -216,10 +218,10 @@ func (n *netns) allowAlso(t *testing.T, addr string) {
 	}
 }
 
-// blocked reads how many packets the firewall dropped.
-func (n *netns) blocked(t *testing.T) int {
+// refused reads how many outgoing TCP connections the firewall refused.
+func (n *netns) refused(t *testing.T) int {
 	t.Helper()
-	out, err := n.nft("", "list", "counter", "inet", netnsTable, "blocked")
+	out, err := n.nft("", "list", "counter", "inet", netnsTable, "refused")
 	if err != nil {
 		t.Fatalf("nft list counter: %v: %s", err, out)
 	}
@@ -275,7 +277,9 @@ func (n *netns) helper(t *testing.T, task string, req, res any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := []string{netnsHelperEnv + "=" + task, netnsRequestEnv + "=" + string(raw)}
+	env := []string{netnsHelperEnv + "=" + task, netnsRequestEnv + "=" + string(raw),
+		// A race-enabled binary sleeps a second at exit by default.
+		"GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")}
 	out := n.exec(t, env, "", os.Args[0], "-test.run=^TestNetnsHelper$", "-test.count=1", "-test.timeout=60s")
 	for _, line := range strings.Split(out, "\n") {
 		if rest, ok := strings.CutPrefix(line, netnsResultTag); ok {
