@@ -62,6 +62,12 @@ func TestSinglePortNetns(t *testing.T) {
 		t.Logf("the clients in the namespace report %+v", res)
 		res.check(t, s.tunnel)
 	})
+	t.Run("sarama and kafka-go", func(t *testing.T) {
+		var res netnsPeersResult
+		ns.helper(t, "sarama-kafka-go", netnsClientsRequest{Bootstrap: s.tunnel}, &res)
+		t.Logf("sarama and kafka-go in the namespace report %+v", res)
+		res.check(t, s.tunnel)
+	})
 	t.Run("kcat", func(t *testing.T) { nsKcatRound(t, ns, s.tunnel) })
 	t.Run("port-per-broker stays closed", s.perBrokerClosed)
 	s.upstreamSawAll(t)
@@ -88,12 +94,12 @@ func startNetnsSetup(t *testing.T, ns *netns) *netnsSetup {
 		}
 		return loggingListener{ln, s.log}, nil
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ListenFn(listen), kfake.SeedTopics(3, nsIn, nsOut, nsKcat))
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ListenFn(listen), kfake.SeedTopics(3, nsIn, nsOut, nsKcat, nsSarama, nsKafkaGo))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	for _, topic := range []string{nsIn, nsOut, nsKcat} {
+	for _, topic := range []string{nsIn, nsOut, nsKcat, nsSarama, nsKafkaGo} {
 		spreadLeaders(t, c, topic, 3)
 	}
 	s.nodes = countUpstreamNodes(c, kmsg.Produce, kmsg.Fetch, kmsg.ConsumerGroupHeartbeat, kmsg.EndTxn)
@@ -156,7 +162,7 @@ func (s *netnsSetup) perBrokerClosed(t *testing.T) {
 		t.Fatalf("port-per-broker Metadata through the opened bootstrap port: %d brokers %+v, want 3", len(res.Brokers), res.Brokers)
 	}
 	for _, b := range res.Brokers {
-		if net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) == s.perBroker {
+		if b.addr() == s.perBroker {
 			t.Errorf("broker %d is served on the bootstrap port %s: the control proves nothing", b.ID, s.perBroker)
 		}
 	}
@@ -257,9 +263,11 @@ type (
 	}
 )
 
+func (b netnsBroker) addr() string { return net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port))) }
+
 func (r *netnsClientsResult) check(t *testing.T, tunnel string) {
 	t.Helper()
-	if len(r.Brokers) != 1 || r.Brokers[0].ID != nsVirtual || net.JoinHostPort(r.Brokers[0].Host, strconv.Itoa(int(r.Brokers[0].Port))) != tunnel || r.Controller != nsVirtual {
+	if len(r.Brokers) != 1 || r.Brokers[0].ID != nsVirtual || r.Brokers[0].addr() != tunnel || r.Controller != nsVirtual {
 		t.Errorf("kadm Metadata: brokers %+v controller %d, want only node %d at %s", r.Brokers, r.Controller, nsVirtual, tunnel)
 	}
 	for topic, leaders := range r.Leaders {
@@ -317,6 +325,10 @@ func TestNetnsHelper(t *testing.T) {
 		var req netnsClientsRequest
 		decodeNetnsRequest(t, &req)
 		res = netnsClients(ctx, t, req.Bootstrap)
+	case "sarama-kafka-go":
+		var req netnsClientsRequest
+		decodeNetnsRequest(t, &req)
+		res = netnsPeers(ctx, t, req.Bootstrap)
 	case "port-per-broker":
 		var req netnsClientsRequest
 		decodeNetnsRequest(t, &req)
