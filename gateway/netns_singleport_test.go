@@ -69,6 +69,12 @@ func TestSinglePortNetns(t *testing.T) {
 		res.check(t, s.tunnel)
 	})
 	t.Run("kcat", func(t *testing.T) { nsKcatRound(t, ns, s.tunnel) })
+	t.Run("leader and coordinator moves", func(t *testing.T) {
+		var res netnsMovesResult
+		ns.helperTalk(t, "moves", netnsClientsRequest{Bootstrap: s.tunnel}, &res, answerMoves(s.c))
+		t.Logf("the clients in the namespace report %+v", res)
+		res.check(t)
+	})
 	t.Run("port-per-broker stays closed", s.perBrokerClosed)
 	s.upstreamSawAll(t)
 }
@@ -77,6 +83,7 @@ func TestSinglePortNetns(t *testing.T) {
 // gateway on the host end of the namespace's veth pair.
 type netnsSetup struct {
 	ns        *netns
+	c         *kfake.Cluster // the upstream
 	log       *acceptLog     // connections the upstream accepted
 	nodes     *nsNodeCounter // upstream nodes that served each counted key
 	tunnel    string         // the single-port listener
@@ -94,12 +101,13 @@ func startNetnsSetup(t *testing.T, ns *netns) *netnsSetup {
 		}
 		return loggingListener{ln, s.log}, nil
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ListenFn(listen), kfake.SeedTopics(3, nsIn, nsOut, nsKcat, nsSarama, nsKafkaGo))
+	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.ListenFn(listen), kfake.SeedTopics(3, nsIn, nsOut, nsKcat, nsSarama, nsKafkaGo, nsMove))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	for _, topic := range []string{nsIn, nsOut, nsKcat, nsSarama, nsKafkaGo} {
+	s.c = c
+	for _, topic := range []string{nsIn, nsOut, nsKcat, nsSarama, nsKafkaGo, nsMove} {
 		spreadLeaders(t, c, topic, 3)
 	}
 	s.nodes = countUpstreamNodes(c, kmsg.Produce, kmsg.Fetch, kmsg.ConsumerGroupHeartbeat, kmsg.EndTxn)
@@ -329,6 +337,10 @@ func TestNetnsHelper(t *testing.T) {
 		var req netnsClientsRequest
 		decodeNetnsRequest(t, &req)
 		res = netnsPeers(ctx, t, req.Bootstrap)
+	case "moves":
+		var req netnsClientsRequest
+		decodeNetnsRequest(t, &req)
+		res = netnsMoves(ctx, t, req.Bootstrap)
 	case "port-per-broker":
 		var req netnsClientsRequest
 		decodeNetnsRequest(t, &req)

@@ -3,11 +3,13 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -268,28 +270,82 @@ const (
 	netnsHelperEnv  = "TOLLGATE_NETNS_HELPER"  // the task: probe, clients or port-per-broker
 	netnsRequestEnv = "TOLLGATE_NETNS_REQUEST" // the task's JSON request
 	netnsResultTag  = "netns-result: "         // prefix of the JSON result line on stdout
+	netnsAskTag     = "netns-ask: "            // prefix of a question to the test, answered on stdin
 )
 
 // helper runs task in the namespace and decodes its result into res.
 func (n *netns) helper(t *testing.T, task string, req, res any) {
 	t.Helper()
+	n.helperTalk(t, task, req, res, nil)
+}
+
+// helperTalk runs task in the namespace; each line the helper prints
+// with netnsAskTag is passed to answer, whose reply (or error) goes back
+// on the helper's standard input; the result line is decoded into res.
+func (n *netns) helperTalk(t *testing.T, task string, req, res any, answer func(ask string) (string, error)) {
+	t.Helper()
 	raw, err := json.Marshal(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := []string{netnsHelperEnv + "=" + task, netnsRequestEnv + "=" + string(raw),
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", n.name, os.Args[0], "-test.run=^TestNetnsHelper$", "-test.count=1", "-test.timeout=60s")
+	cmd.Env = append(os.Environ(), netnsHelperEnv+"="+task, netnsRequestEnv+"="+string(raw),
 		// A race-enabled binary sleeps a second at exit by default.
-		"GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")}
-	out := n.exec(t, env, "", os.Args[0], "-test.run=^TestNetnsHelper$", "-test.count=1", "-test.timeout=60s")
-	for _, line := range strings.Split(out, "\n") {
+		"GORACE="+strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"))
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start helper %s: %v", task, err)
+	}
+	var out strings.Builder
+	var result []byte
+	var talkErr error
+	lines := bufio.NewScanner(stdout)
+	lines.Buffer(nil, 4<<20)
+	for lines.Scan() {
+		line := lines.Text()
+		out.WriteString(line + "\n")
 		if rest, ok := strings.CutPrefix(line, netnsResultTag); ok {
-			if err := json.Unmarshal([]byte(rest), res); err != nil {
-				t.Fatalf("helper %s: bad result %q: %v", task, rest, err)
+			result = []byte(rest)
+		} else if ask, ok := strings.CutPrefix(line, netnsAskTag); ok && talkErr == nil {
+			reply := ""
+			if answer == nil {
+				talkErr = fmt.Errorf("the helper asked %q and nobody answers", ask)
+			} else {
+				reply, talkErr = answer(ask)
 			}
-			return
+			if talkErr != nil {
+				cancel() // ends the helper, and so this loop
+			} else if _, err := io.WriteString(stdin, reply+"\n"); err != nil {
+				talkErr = fmt.Errorf("answer %q: %w", ask, err)
+			}
 		}
 	}
-	t.Fatalf("helper %s printed no result line:\n%s", task, out)
+	err = cmd.Wait()
+	if errb.Len() > 0 {
+		t.Logf("helper %s wrote on stderr:\n%s", task, errb.String())
+	}
+	switch {
+	case talkErr != nil:
+		t.Fatalf("helper %s: %v\nstdout:\n%s", task, talkErr, out.String())
+	case err != nil:
+		t.Fatalf("helper %s in namespace %s: %v\nstdout:\n%s", task, n.name, err, out.String())
+	case result == nil:
+		t.Fatalf("helper %s printed no result line:\n%s", task, out.String())
+	}
+	if err := json.Unmarshal(result, res); err != nil {
+		t.Fatalf("helper %s: bad result %q: %v", task, result, err)
+	}
 }
 
 // nsNodeCounter counts, per key, the kfake nodes that served requests.
