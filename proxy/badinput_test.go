@@ -43,7 +43,9 @@ func (l *logBuffer) String() string {
 }
 
 func withLog(lb *logBuffer) func(*proxy.Options) {
-	return func(o *proxy.Options) { o.Logger = slog.New(slog.NewTextHandler(lb, nil)) }
+	return func(o *proxy.Options) {
+		o.Logger = slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 }
 
 // TestBadInput sends hostile and mistaken bytes to the gateway: each closes

@@ -191,7 +191,10 @@ func (s *session) run() {
 		s.logClose()
 		return
 	}
-	s.log.Info("connection opened", "node", s.node, "backend", s.backendName())
+	// Per-connection lines are debug: a client opens connections at will,
+	// and tollgate_connections_total and the audit trail's connect events
+	// already record each one (as Kafka's own connection lines are).
+	s.log.Debug("connection opened", "node", s.node, "backend", s.backendName())
 	s.hooks.ConnOpened(s.l.opts.Name)
 	s.opened = true // logClose pairs ConnClosed with this
 	s.connRecord(audit.EventConnect, "")
@@ -322,7 +325,7 @@ func (s *session) logClose() {
 	}
 	switch {
 	case !s.reason.isWarning():
-		s.log.Info("connection closed", attrs...)
+		s.log.Debug("connection closed", attrs...)
 	case s.srv.noisy.Allow(s.noisyKey(), s.remote):
 		s.log.Warn("connection closed", attrs...)
 	}

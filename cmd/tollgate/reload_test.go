@@ -34,7 +34,7 @@ func TestPolicyReloadThroughBinary(t *testing.T) {
 	allow := "policy:\n  default: allow\n"
 	deny := "policy:\n  rules:\n    - name: freeze\n      match: { api: [Produce] }\n      action: deny\n"
 	write(allow)
-	c, err := startTollgate(t, bin, t.TempDir(), "127.0.0.1:0", "--config", cfgFile)
+	c, err := startTollgate(t, bin, t.TempDir(), "127.0.0.1:0", "--config", cfgFile, "--log-level", "debug")
 	if err != nil {
 		t.Fatal(err)
 	}
