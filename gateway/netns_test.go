@@ -206,8 +206,11 @@ table inet %[1]s {
 	}
 }
 `, netnsTable, host, port)
+	if out, err := n.nft("", "add", "table", "inet", netnsTable); err != nil {
+		t.Skipf("cannot create an nftables table in the namespace (no nf_tables in this kernel?): %v: %s", err, out)
+	}
 	if out, err := n.nft(rules, "-f", "-"); err != nil {
-		t.Skipf("cannot load an nftables firewall in the namespace (no nf_tables in this kernel?): %v: %s", err, out)
+		t.Fatalf("load the namespace's firewall: %v: %s\n%s", err, out, rules)
 	}
 }
 
@@ -245,12 +248,11 @@ func (n *netns) nft(stdin string, args ...string) ([]byte, error) {
 
 // exec runs a program inside the namespace and returns its standard
 // output; a failure fails the test with both outputs.
-func (n *netns) exec(t *testing.T, env []string, stdin string, prog string, args ...string) string {
+func (n *netns) exec(t *testing.T, stdin string, prog string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", n.name, prog}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -264,10 +266,11 @@ func (n *netns) exec(t *testing.T, env []string, stdin string, prog string, args
 }
 
 // Talking to the helper process: TestNetnsHelper, re-executed from this
-// test binary inside the namespace, reads its task from the environment
-// and prints one result line.
+// test binary inside the namespace, reads its task from the environment,
+// may ask the test questions (one line each, answered on its stdin) and
+// prints one result line.
 const (
-	netnsHelperEnv  = "TOLLGATE_NETNS_HELPER"  // the task: probe, clients or port-per-broker
+	netnsHelperEnv  = "TOLLGATE_NETNS_HELPER"  // the task: a case of TestNetnsHelper's switch
 	netnsRequestEnv = "TOLLGATE_NETNS_REQUEST" // the task's JSON request
 	netnsResultTag  = "netns-result: "         // prefix of the JSON result line on stdout
 	netnsAskTag     = "netns-ask: "            // prefix of a question to the test, answered on stdin
