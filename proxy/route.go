@@ -91,7 +91,10 @@ func (s *session) stageRoute(r *request) (bool, error) {
 	if err != nil {
 		return true, err
 	}
-	tr := &routeTrace{}
+	var tr *routeTrace // only for a request the audit trail records
+	if r.obs.rec != nil {
+		tr = &routeTrace{}
+	}
 	var rep reply
 	if r.expectResponse {
 		rec := r.p.obs.rec // r is reused by the next frame: the reply must not read it

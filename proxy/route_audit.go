@@ -13,10 +13,12 @@ import (
 // UpstreamNodes). A request the gateway answers itself (FindCoordinator,
 // or a coordinator lookup that failed) reaches none.
 //
-// Ownership: made by the route stage per request and handed to the
-// request's gather while route runs (tunnel.trace); add is called from
-// the brokerConn readers, note by whoever delivers the answer, before
-// the answer goes to the write side (which logs the record after it).
+// Ownership: made by the route stage per audited request (none when the
+// audit trail does not record it, so routing then allocates nothing for
+// it) and handed to the request's gather while route runs
+// (tunnel.trace); add is called from the brokerConn readers, note by
+// whoever delivers the answer, before the answer goes to the write side
+// (which logs the record after it).
 type routeTrace struct {
 	mu    sync.Mutex
 	nodes []int32
@@ -34,9 +36,10 @@ func (tr *routeTrace) add(node int32) {
 	}
 }
 
-// note writes the brokers reached, sorted, into rec (nil: no record).
+// note writes the brokers reached, sorted, into rec. A nil trace or
+// record (the audit trail does not want this request) notes nothing.
 func (tr *routeTrace) note(rec *audit.Record) {
-	if rec == nil {
+	if tr == nil || rec == nil {
 		return
 	}
 	tr.mu.Lock()
