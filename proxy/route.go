@@ -43,6 +43,9 @@ type tunnel struct {
 	clientID string
 	// share is the tunnel's gateway-owned share sessions (route_share.go).
 	share *shareState
+	// trace collects the brokers the request being routed reaches, for
+	// its audit record (route_audit.go); set only while route runs.
+	trace *routeTrace
 }
 
 func newTunnel(s *session, o *SinglePortOptions) *tunnel {
@@ -90,8 +93,13 @@ func (s *session) stageRoute(r *request) (bool, error) {
 	if err != nil {
 		return true, err
 	}
+	var tr *routeTrace // only for a request the audit trail records
+	if r.obs.rec != nil {
+		tr = &routeTrace{}
+	}
 	var rep reply
 	if r.expectResponse {
+		rec := r.p.obs.rec // r is reused by the next frame: the reply must not read it
 		ch := make(chan result, 1)
 		r.p.local = ch
 		r.p.addressed = r.h.Key == apis.Produce || r.h.Key == apis.Fetch
@@ -99,6 +107,7 @@ func (s *session) stageRoute(r *request) (bool, error) {
 			return true, err
 		}
 		rep = func(resp kmsg.Response, err error) {
+			tr.note(rec) // before the answer: the write side logs the record after it
 			if err != nil {
 				ch <- result{err: err}
 				return
@@ -106,7 +115,14 @@ func (s *session) stageRoute(r *request) (bool, error) {
 			ch <- s.tun.encodeAnswer(resp)
 		}
 	}
-	return true, s.tun.route(req, rep)
+	s.tun.trace = tr
+	err = s.tun.route(req, rep)
+	s.tun.trace = nil
+	if !r.expectResponse {
+		tr.note(r.obs.rec)
+		s.acksZeroDone(r.h, r.obs) // after routing, so its record names the leaders written to
+	}
+	return true, err
 }
 
 // routedRequest is the client's request as policy left it: re-encoded
@@ -133,6 +149,9 @@ func (s *session) routedRequest(r *request) (kmsg.Request, error) {
 
 // route dispatches by the key's routing class.
 func (t *tunnel) route(req kmsg.Request, rep reply) error {
+	if handled, err := t.routeAdmin(req, rep); handled {
+		return err
+	}
 	key := req.Key()
 	switch apis.Of(key).Routing {
 	case apis.GatewayAnswered:
@@ -218,7 +237,7 @@ func (t *tunnel) scatterParts(parts map[int32]kmsg.Request, rep reply, merge fun
 	if len(parts) == 0 {
 		return fmt.Errorf("internal: %w", errNoParts)
 	}
-	g := &gather{got: make(map[int32]kmsg.Response, len(parts)), rep: rep, merge: merge, partial: partial}
+	g := &gather{got: make(map[int32]kmsg.Response, len(parts)), rep: rep, merge: merge, partial: partial, trace: t.trace}
 	g.left.Store(int32(len(parts)))
 	for node, req := range parts {
 		call := &partCall{node: node, req: req}
@@ -230,6 +249,9 @@ func (t *tunnel) scatterParts(parts map[int32]kmsg.Request, rep reply, merge fun
 		}
 		switch {
 		case err == nil:
+			if rep == nil { // acks=0: written is all it gets
+				g.trace.add(node)
+			}
 		case !partial:
 			return err
 		case !queued && rep != nil:
@@ -253,6 +275,7 @@ type gather struct {
 	// bodies are the pooled frames the answers alias (Fetch parts),
 	// returned once rep has encoded the merged answer.
 	bodies []*[]byte
+	trace  *routeTrace // the brokers that answered (nil: not traced)
 }
 
 func (g *gather) finish(t *tunnel, node int32, resp kmsg.Response, body *[]byte, err error) {
@@ -263,6 +286,7 @@ func (g *gather) finish(t *tunnel, node int32, resp kmsg.Response, body *[]byte,
 	switch {
 	case err == nil:
 		g.got[node] = resp
+		g.trace.add(node)
 	case g.partial:
 		t.view.invalidate(true, nil)
 		t.s.srv.noisy.Warn("single_port_part_failed", t.s.remote, "single-port: an upstream broker did not answer; its part is answered as unavailable (retriable)", "node", node, "err", err)

@@ -467,11 +467,19 @@ func (t *tunnel) scatterShare(plan sharePlan, rep reply, merge func(map[int32]km
 			sends = append(sends, send{followKey(n), n, f})
 		}
 	}
+	// The audit trace records real nodes, so it is fed here, not by the
+	// gather (which sees follow-up keys).
 	g := &gather{got: make(map[int32]kmsg.Response, len(sends)), rep: rep, merge: merge, partial: true}
 	g.left.Store(int32(len(sends)))
+	trace := t.trace
 	for _, x := range sends {
 		call := &partCall{node: x.key, req: x.req}
-		call.done = func() { g.finish(t, call.node, call.resp, call.body, call.err) }
+		call.done = func() {
+			if call.err == nil {
+				trace.add(x.node)
+			}
+			g.finish(t, call.node, call.resp, call.body, call.err)
+		}
 		bc, err := t.conn(x.node)
 		queued := false
 		if err == nil {

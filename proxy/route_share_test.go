@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/tollgate-kafka/tollgate/audit"
+	"github.com/tollgate-kafka/tollgate/configs"
 	"github.com/tollgate-kafka/tollgate/proxy"
 )
 
@@ -532,8 +535,15 @@ func TestSinglePortShareAckFollowsOpen(t *testing.T) {
 		}
 	}
 	c.SetGroupConfigs(group, map[string]string{"share.auto.offset.reset": "earliest"})
+	sink := &syncBuffer{}
+	trail, err := audit.New(configs.Audit{Level: "full", Mode: "best-effort", Queue: 10000}, nil, audit.WithSink(sink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { trail.Close() }) // after the gateway's cleanup (LIFO)
 	srv := startGateway(t, c, func(o *proxy.Options) {
 		o.Listeners[0].SinglePort = &proxy.SinglePortOptions{VirtualNode: testVirtual}
+		o.Audit = trail
 	})
 	scan := &nodeScanner{virtual: testVirtual, addr: srv.Addr(0).String()}
 	ctx := ctxT(t, 60*time.Second)
@@ -588,6 +598,23 @@ func TestSinglePortShareAckFollowsOpen(t *testing.T) {
 	defer mu.Unlock()
 	if acksAt[1] == 0 { // the client sends none itself here: the gateway's follow-up
 		t.Errorf("no ShareAcknowledge reached broker 1 (%v)", acksAt)
+	}
+	// Audit records name real upstream brokers only (the follow-up is
+	// recorded as its broker), and some ShareFetch reached both.
+	both := false
+	for _, r := range sink.records(t) {
+		if r.API != "ShareFetch" {
+			continue
+		}
+		for _, n := range r.UpstreamNodes {
+			if n < 0 || n > 2 {
+				t.Errorf("ShareFetch audit record names upstream node %d", n)
+			}
+		}
+		both = both || slices.Equal(r.UpstreamNodes, []int32{0, 1})
+	}
+	if !both {
+		t.Error("no ShareFetch audit record names brokers 0 and 1")
 	}
 	scan.assertClean(t)
 }
