@@ -338,9 +338,40 @@ func (st *shareState) planBrokers(s *shareSession, r *kmsg.ShareFetchRequest, le
 				c.MaxWaitMillis = fetchPartWait
 			}
 		}
+		splitRecordLimit(r, plan.parts, desired, fetching)
 	}
 	if len(plan.parts) == 0 && !r.IsRenewAck {
 		st.planKeeper(s, r, plan)
+	}
+}
+
+// shareAcquireRecordLimit is ShareFetch v2's ShareAcquireMode 1
+// (KIP-1206): MaxRecords is a hard limit, not a target.
+const shareAcquireRecordLimit = 1
+
+// splitRecordLimit shares a record-limit ShareFetch's MaxRecords among
+// the parts that fetch (lowest node ids take the remainder), so the
+// merged answer keeps the client's limit. With fewer records allowed
+// than brokers fetching, each gets 1 (a broker reads MaxRecords 0 as
+// "the default", not as none), and the answer may carry one per broker.
+func splitRecordLimit(r *kmsg.ShareFetchRequest, parts map[int32]kmsg.Request, desired map[int32]map[sharePart]bool, fetching int) {
+	if r.Version < 2 || r.ShareAcquireMode != shareAcquireRecordLimit || r.MaxRecords <= 0 {
+		return
+	}
+	nodes := make([]int32, 0, fetching)
+	for n := range parts {
+		if len(desired[n]) > 0 {
+			nodes = append(nodes, n)
+		}
+	}
+	slices.Sort(nodes)
+	each, extra := r.MaxRecords/int32(len(nodes)), r.MaxRecords%int32(len(nodes))
+	for i, n := range nodes {
+		c := parts[n].(*kmsg.ShareFetchRequest)
+		c.MaxRecords = max(1, each)
+		if int32(i) < extra {
+			c.MaxRecords++
+		}
 	}
 }
 

@@ -481,3 +481,29 @@ func TestSharePlanEmptySession(t *testing.T) {
 	got := summarize(st.planShareFetch(key, shareReq(1, []int32{0}, nil, nil), leaders))
 	checkParts(t, "first partition", got, map[int32]partSummary{2: {epoch: 0, listed: []int32{0}, wait: 5000}})
 }
+
+// KIP-1206 record-limit mode: MaxRecords is shared among the brokers
+// that fetch, so the merged answer keeps the client's hard limit; the
+// default batch-optimized mode gives each broker the client's target.
+func TestSharePlanRecordLimit(t *testing.T) {
+	tun := fuzzTunnel()
+	st := tun.shares()
+	leaders := leadersOf(map[int32]int32{0: 0, 1: 1, 2: 2})
+	for _, c := range []struct {
+		mode int8
+		want map[int32]int32
+	}{
+		{shareAcquireRecordLimit, map[int32]int32{0: 4, 1: 3, 2: 3}},
+		{0, map[int32]int32{0: 10, 1: 10, 2: 10}},
+	} {
+		r := shareReq(0, []int32{0, 1, 2}, nil, nil)
+		r.SetVersion(2)
+		r.MaxRecords, r.ShareAcquireMode = 10, c.mode
+		plan := st.planShareFetch(shareMemberKey{"g", fmt.Sprint(c.mode)}, r, leaders)
+		for n, want := range c.want {
+			if got := plan.parts[n].(*kmsg.ShareFetchRequest).MaxRecords; got != want {
+				t.Errorf("mode %d: broker %d MaxRecords %d, want %d", c.mode, n, got, want)
+			}
+		}
+	}
+}

@@ -618,3 +618,30 @@ func TestSinglePortShareAckFollowsOpen(t *testing.T) {
 	}
 	scan.assertClean(t)
 }
+
+// TestSinglePortShareRecordLimit: a kgo share consumer in strict
+// record-limit mode (KIP-1206, ShareMaxRecordsStrict: at most
+// ShareMaxRecords per fetch) through the one port never gets more than
+// its limit in one poll, though three brokers answer each ShareFetch.
+func TestSinglePortShareRecordLimit(t *testing.T) {
+	const topic, group, parts, n, limit = "shl", "shl-group", 6, 60, 5
+	c, srv, scan := startSharePort(t, topic, parts, group)
+	ctx := ctxT(t, 60*time.Second)
+	nodes := countNodes(c, kmsg.ShareFetch)
+	produceValues(ctx, t, srv, topic, n)
+	cl := newClient(t, srv, nil, kgo.Dialer(scan.dial), kgo.ConsumeTopics(topic), kgo.ShareGroup(group),
+		kgo.FetchMaxWait(300*time.Millisecond), kgo.ShareMaxRecords(limit), kgo.ShareMaxRecordsStrict())
+	seen := map[string]int{}
+	for len(seen) < n && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		if got := fs.NumRecords(); got > limit {
+			t.Errorf("one poll returned %d records, over the strict limit %d", got, limit)
+		}
+		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
+	}
+	if len(seen) < n {
+		t.Fatalf("consumed %d of %d", len(seen), n)
+	}
+	nodes.assertAll(t, 3)
+	scan.assertClean(t)
+}
