@@ -1,0 +1,249 @@
+package proxy
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/rewrite"
+)
+
+// Sending a single-port ShareFetch's parts and merging their answers
+// (route_share.go has the session rules and the planning).
+
+// followKey is the gather key of node n's follow-up acknowledge (node
+// ids are never negative).
+func followKey(n int32) int32 { return -1000 - n }
+
+// scatterShare sends a plan's parts, each new session's follow-up
+// acknowledge right after its part on the same connection, and merges
+// once all are in; a part that cannot be sent or answered is left out of
+// the merge (scatterPartial's rule).
+func (t *tunnel) scatterShare(plan sharePlan, rep reply, merge func(map[int32]kmsg.Response) (kmsg.Response, error)) error {
+	if len(plan.follow) == 0 {
+		return t.scatterPartial(plan.parts, rep, merge)
+	}
+	type send struct {
+		key, node int32
+		req       kmsg.Request
+	}
+	var sends []send
+	for n, req := range plan.parts {
+		sends = append(sends, send{n, n, req})
+		if f := plan.follow[n]; f != nil {
+			sends = append(sends, send{followKey(n), n, f})
+		}
+	}
+	// The audit trace records real nodes, so it is fed here, not by the
+	// gather (which sees follow-up keys).
+	g := &gather{got: make(map[int32]kmsg.Response, len(sends)), rep: rep, merge: merge, partial: true}
+	g.left.Store(int32(len(sends)))
+	trace := t.trace
+	for _, x := range sends {
+		call := &partCall{node: x.key, req: x.req}
+		call.done = func() {
+			if call.err == nil {
+				trace.add(x.node)
+			}
+			g.finish(t, call.node, call.resp, call.body, call.err)
+		}
+		bc, err := t.conn(x.node)
+		queued := false
+		if err == nil {
+			queued, err = bc.send(call, true)
+		}
+		if err != nil && !queued {
+			g.finish(t, x.key, nil, nil, err)
+		}
+	}
+	return nil
+}
+
+// mergeFollowAcks puts the follow-up acknowledges' outcomes into the
+// merged ShareFetch answer, as each partition's AcknowledgeErrorCode (a
+// client takes a partition's presence as its acknowledgement's answer).
+// A follow-up that failed as a whole fails the answer like any part.
+func mergeFollowAcks(out *kmsg.ShareFetchResponse, plan sharePlan, m map[int32]kmsg.Response) {
+	for n, f := range plan.follow {
+		resp, ok := m[followKey(n)]
+		if !ok {
+			if out.ErrorCode == 0 {
+				out.ErrorCode = kerr.ShareSessionNotFound.Code
+			}
+			continue
+		}
+		ar := resp.(*kmsg.ShareAcknowledgeResponse)
+		out.ThrottleMillis = max(out.ThrottleMillis, ar.ThrottleMillis)
+		if out.ErrorCode == 0 && ar.ErrorCode != 0 {
+			out.ErrorCode, out.ErrorMessage = ar.ErrorCode, ar.ErrorMessage
+		}
+		codes := map[sharePart]int16{}
+		for _, tp := range ar.Topics {
+			for _, p := range tp.Partitions {
+				codes[sharePart{tp.TopicID, p.Partition}] = p.ErrorCode
+			}
+		}
+		for _, tp := range f.Topics {
+			for _, p := range tp.Partitions {
+				sp := sharePart{tp.TopicID, p.Partition}
+				setShareFetchAck(out, sp, codes[sp])
+			}
+		}
+	}
+}
+
+// breakShare marks the session broken after a failed part: the client
+// gets the error, resets, and its epoch 0 rebuilds every upstream session.
+func (st *shareState) breakShare(key shareMemberKey, s *shareSession) {
+	if st == nil || s == nil {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.sessions[key] == s {
+		s.broken = true
+	}
+}
+
+func shareFetchRespKey(x *kmsg.ShareFetchResponseTopic) string { return string(x.TopicID[:]) }
+func shareFetchRespParts(x *kmsg.ShareFetchResponseTopic) *[]kmsg.ShareFetchResponseTopicPartition {
+	return &x.Partitions
+}
+
+// mergeShareFetch joins the parts' answers: every partition, the largest
+// throttle, the shortest acquisition lock, the first top-level error
+// (which breaks the gateway's session), only the virtual node.
+func (t *tunnel) mergeShareFetch(r *kmsg.ShareFetchRequest, plan sharePlan, m map[int32]kmsg.Response) *kmsg.ShareFetchResponse {
+	out := r.ResponseKind().(*kmsg.ShareFetchResponse)
+	for n, resp := range m {
+		fr, ok := resp.(*kmsg.ShareFetchResponse)
+		if !ok { // a follow-up acknowledge (mergeFollowAcks)
+			continue
+		}
+		out.ThrottleMillis = max(out.ThrottleMillis, fr.ThrottleMillis)
+		if plan.closing[n] {
+			continue
+		}
+		if out.ErrorCode == 0 && fr.ErrorCode != 0 {
+			out.ErrorCode, out.ErrorMessage = fr.ErrorCode, fr.ErrorMessage
+		}
+		out.AcquisitionLockTimeoutMillis = minPositive(out.AcquisitionLockTimeoutMillis, fr.AcquisitionLockTimeoutMillis)
+		out.Topics = mergeTopics(out.Topics, fr.Topics, shareFetchRespKey, shareFetchRespParts)
+	}
+	for n := range plan.parts {
+		if _, ok := m[n]; !ok && !plan.closing[n] && out.ErrorCode == 0 {
+			out.ErrorCode = kerr.ShareSessionNotFound.Code // that broker's connection, and session, is gone
+		}
+	}
+	mergeFollowAcks(out, plan, m)
+	stale := len(plan.unacked) > 0
+	for _, tp := range out.Topics {
+		for _, p := range tp.Partitions {
+			stale = stale || staleCode(p.ErrorCode) || staleCode(p.AcknowledgeErrorCode)
+		}
+	}
+	if stale {
+		t.view.invalidate(true, nil)
+	}
+	if out.ErrorCode != 0 {
+		t.warnShareReset(out.ErrorCode)
+		t.share.breakShare(plan.key, plan.sess)
+		out.Topics = nil
+	} else {
+		addShareFetchUnacked(out, plan.unacked)
+	}
+	t.virtualShare(out)
+	return out
+}
+
+func minPositive(a, b int32) int32 {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}
+
+// addShareFetchUnacked answers the acknowledgements the gateway could not
+// deliver with NOT_LEADER_OR_FOLLOWER.
+func addShareFetchUnacked(out *kmsg.ShareFetchResponse, unacked []sharePart) {
+	for _, u := range unacked {
+		setShareFetchAck(out, u, kerr.NotLeaderForPartition.Code)
+	}
+}
+
+// setShareFetchAck sets partition u's AcknowledgeErrorCode, adding the
+// partition to the answer when no part listed it.
+func setShareFetchAck(out *kmsg.ShareFetchResponse, u sharePart, code int16) {
+	if q := findShareFetchPart(out, u); q != nil {
+		if q.AcknowledgeErrorCode == 0 {
+			q.AcknowledgeErrorCode = code
+		}
+		return
+	}
+	tp := kmsg.NewShareFetchResponseTopic()
+	tp.TopicID = u.topic
+	p := kmsg.NewShareFetchResponseTopicPartition()
+	p.Partition, p.AcknowledgeErrorCode = u.partition, code
+	p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = -1, -1
+	tp.Partitions = append(tp.Partitions, p)
+	out.Topics = mergeTopics(out.Topics, []kmsg.ShareFetchResponseTopic{tp}, shareFetchRespKey, shareFetchRespParts)
+}
+
+func findShareFetchPart(out *kmsg.ShareFetchResponse, u sharePart) *kmsg.ShareFetchResponseTopicPartition {
+	for i := range out.Topics {
+		if out.Topics[i].TopicID != u.topic {
+			continue
+		}
+		for j := range out.Topics[i].Partitions {
+			if out.Topics[i].Partitions[j].Partition == u.partition {
+				return &out.Topics[i].Partitions[j]
+			}
+		}
+	}
+	return nil
+}
+
+// virtualShare makes the share answers' node ids the virtual node
+// (KIP-951 CurrentLeader and NodeEndpoints), at the listener's address.
+func (t *tunnel) virtualShare(resp kmsg.Response) {
+	v := t.virtual
+	switch r := resp.(type) {
+	case *kmsg.ShareFetchResponse:
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				p := &r.Topics[i].Partitions[j]
+				p.CurrentLeader.LeaderID = virtualID(p.CurrentLeader.LeaderID, v)
+			}
+		}
+		if len(r.NodeEndpoints) > 0 {
+			b := r.NodeEndpoints[0]
+			b.NodeID, b.Rack = v, nil
+			b.Host, b.Port, _ = t.adv.Advertise(rewrite.Broker, v, b.Host, b.Port)
+			r.NodeEndpoints = append(r.NodeEndpoints[:0], b)
+		}
+	case *kmsg.ShareAcknowledgeResponse:
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				p := &r.Topics[i].Partitions[j]
+				p.CurrentLeader.LeaderID = virtualID(p.CurrentLeader.LeaderID, v)
+			}
+		}
+		if len(r.NodeEndpoints) > 0 {
+			b := r.NodeEndpoints[0]
+			b.NodeID, b.Rack = v, nil
+			b.Host, b.Port, _ = t.adv.Advertise(rewrite.Broker, v, b.Host, b.Port)
+			r.NodeEndpoints = append(r.NodeEndpoints[:0], b)
+		}
+	}
+}
+
+// warnShareReset logs (rate-limited: a client can cause it) that an
+// upstream share session failed and the client's was reset.
+func (t *tunnel) warnShareReset(code int16) {
+	if t.s == nil { // the merge fuzz targets run without a session
+		return
+	}
+	t.s.srv.noisy.Warn("single_port_share_session", t.s.remote, "single-port: an upstream share session failed; the client's session is reset", "conn", t.s.id, "err", kerr.ErrorForCode(code))
+}
