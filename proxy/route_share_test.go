@@ -2,11 +2,16 @@ package proxy_test
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -644,4 +649,64 @@ func TestSinglePortShareRecordLimit(t *testing.T) {
 	}
 	nodes.assertAll(t, 3)
 	scan.assertClean(t)
+}
+
+// TestSinglePortShareMalformed: a ShareFetch and a ShareAcknowledge
+// whose bodies do not decode (truncated, a group id overrunning the
+// frame) close that connection with no reply and a log line; the
+// gateway keeps serving share consumers.
+func TestSinglePortShareMalformed(t *testing.T) {
+	const topic, group = "shm", "shm-group"
+	lb := &logBuffer{}
+	c := startUpstream(t, 3, kfake.SeedTopics(3, topic))
+	spreadLeaders(t, c, topic, 3, 3)
+	c.SetGroupConfigs(group, map[string]string{"share.auto.offset.reset": "earliest"})
+	srv := startGateway(t, c, withLog(lb), func(o *proxy.Options) {
+		o.Listeners[0].SinglePort = &proxy.SinglePortOptions{VirtualNode: testVirtual}
+	})
+	// size, key, version 1, correlation id 7, client id "x", empty header tags, then the body
+	frame := func(key int16, body string) []byte {
+		h := binary.BigEndian.AppendUint16(nil, uint16(key))
+		h = append(h, 0, 1, 0, 0, 0, 7, 0, 1, 'x', 0)
+		h = append(h, body...)
+		return append(binary.BigEndian.AppendUint32(nil, uint32(len(h))), h...)
+	}
+	for _, tc := range []struct {
+		name, want string
+		in         []byte
+	}{
+		{"ShareFetch truncated", "decode ShareFetch v1 request", frame(int16(kmsg.ShareFetch), "\x02g")},
+		{"ShareFetch group id overruns the frame", "decode ShareFetch v1 request", frame(int16(kmsg.ShareFetch), "\x7fgroup")},
+		{"ShareAcknowledge truncated", "decode ShareAcknowledge v1 request", frame(int16(kmsg.ShareAcknowledge), "\x02g\x02m\x00\x00")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := strings.Count(lb.String(), tc.want)
+			conn, err := net.Dial("tcp", srv.Addr(0).String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.Write(tc.in)
+			conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if n, err := io.Copy(io.Discard, conn); (err != nil && !errors.Is(err, syscall.ECONNRESET)) || n != 0 {
+				t.Fatalf("want the gateway to close with no reply, got %d bytes, err %v", n, err)
+			}
+			ctx := ctxT(t, 5*time.Second)
+			waitFor(t, ctx, "the close logged as "+tc.want, func() bool {
+				return strings.Count(lb.String(), tc.want) > before && strings.Contains(lb.String(), "reason=malformed_request")
+			})
+		})
+	}
+	scan := &nodeScanner{virtual: testVirtual, addr: srv.Addr(0).String()}
+	ctx := ctxT(t, 30*time.Second)
+	produceValues(ctx, t, srv, topic, 9)
+	st := newShareTally()
+	cl := newShareConsumer(t, srv, scan, topic, group, st)
+	for st.distinct() < 9 && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) { st.delivered[string(r.Value)]++ })
+	}
+	if st.distinct() < 9 {
+		t.Fatalf("after bad input, a share consumer got %d of 9 records", st.distinct())
+	}
 }
