@@ -31,6 +31,12 @@ deps:
 	  echo "installing tinyproxy dante-server"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq tinyproxy dante-server; }
+	@# the network-namespace test (root only) firewalls its namespace with
+	@# nftables, and builds it with ip (iproute2)
+	@{ command -v nft && command -v ip; } >/dev/null 2>&1 || { \
+	  echo "installing nftables iproute2"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq nftables iproute2; }
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -74,6 +74,16 @@ func (r *Record) AppendJSON(b []byte, full bool) []byte {
 	b = appendInt(b, "bytes_in", int64(r.BytesIn))
 	b = appendInt(b, "bytes_out", int64(r.BytesOut))
 	b = appendStr(b, "backend", r.Backend)
+	if len(r.UpstreamNodes) > 0 {
+		b = append(b, `,"upstream_nodes":[`...)
+		for i, n := range r.UpstreamNodes {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(b, int64(n), 10)
+		}
+		b = append(b, ']')
+	}
 	b = appendStr(b, "close_reason", r.CloseReason)
 	return append(b, '}')
 }

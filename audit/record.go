@@ -82,11 +82,15 @@ type Record struct {
 	Rule       string  `json:"rule,omitempty"`
 	ErrorCodes []int16 `json:"error_codes,omitempty"` // distinct, non-zero, in order of appearance
 
-	LatencyMs   float64 `json:"latency_ms,omitempty"`
-	BytesIn     int     `json:"bytes_in,omitempty"`
-	BytesOut    int     `json:"bytes_out,omitempty"`
-	Backend     string  `json:"backend,omitempty"`
-	CloseReason string  `json:"close_reason,omitempty"`
+	LatencyMs float64 `json:"latency_ms,omitempty"`
+	BytesIn   int     `json:"bytes_in,omitempty"`
+	BytesOut  int     `json:"bytes_out,omitempty"`
+	Backend   string  `json:"backend,omitempty"`
+	// UpstreamNodes are the real upstream broker ids a request routed by
+	// a single-port listener reached, sorted (empty when the gateway
+	// answered it itself, and on every other listener).
+	UpstreamNodes []int32 `json:"upstream_nodes,omitempty"`
+	CloseReason   string  `json:"close_reason,omitempty"`
 }
 
 // Topic is one topic a request touched.

@@ -445,6 +445,7 @@ func TestJSONRoundTrip(t *testing.T) {
 	r.ErrorCodes = []int16{6, 3}
 	r.Resources = []string{"topic:a"}
 	r.ThrottleMs = 120
+	r.UpstreamNodes = []int32{0, 2, 5}
 	b := r.AppendJSON(nil, true)
 	if !json.Valid(b) {
 		t.Fatalf("invalid JSON: %s", b)

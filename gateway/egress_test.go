@@ -63,6 +63,13 @@ func (l loggingListener) Accept() (net.Conn, error) {
 	return c, err
 }
 
+// reset forgets the connections accepted so far.
+func (a *acceptLog) reset() {
+	a.mu.Lock()
+	a.peers = nil
+	a.mu.Unlock()
+}
+
 func (a *acceptLog) assertAllFrom(t *testing.T, ip string) {
 	t.Helper()
 	a.mu.Lock()

@@ -41,6 +41,9 @@ type tunnel struct {
 	// clientID is the client's id (from its latest request header), sent
 	// on the upstream connections the tunnel dials.
 	clientID string
+	// trace collects the brokers the request being routed reaches, for
+	// its audit record (route_audit.go); set only while route runs.
+	trace *routeTrace
 }
 
 func newTunnel(s *session, o *SinglePortOptions) *tunnel {
@@ -88,8 +91,13 @@ func (s *session) stageRoute(r *request) (bool, error) {
 	if err != nil {
 		return true, err
 	}
+	var tr *routeTrace // only for a request the audit trail records
+	if r.obs.rec != nil {
+		tr = &routeTrace{}
+	}
 	var rep reply
 	if r.expectResponse {
+		rec := r.p.obs.rec // r is reused by the next frame: the reply must not read it
 		ch := make(chan result, 1)
 		r.p.local = ch
 		r.p.addressed = r.h.Key == apis.Produce || r.h.Key == apis.Fetch
@@ -97,6 +105,7 @@ func (s *session) stageRoute(r *request) (bool, error) {
 			return true, err
 		}
 		rep = func(resp kmsg.Response, err error) {
+			tr.note(rec) // before the answer: the write side logs the record after it
 			if err != nil {
 				ch <- result{err: err}
 				return
@@ -104,7 +113,14 @@ func (s *session) stageRoute(r *request) (bool, error) {
 			ch <- s.tun.encodeAnswer(resp)
 		}
 	}
-	return true, s.tun.route(req, rep)
+	s.tun.trace = tr
+	err = s.tun.route(req, rep)
+	s.tun.trace = nil
+	if !r.expectResponse {
+		tr.note(r.obs.rec)
+		s.acksZeroDone(r.h, r.obs) // after routing, so its record names the leaders written to
+	}
+	return true, err
 }
 
 // routedRequest is the client's request as policy left it: re-encoded
@@ -131,6 +147,9 @@ func (s *session) routedRequest(r *request) (kmsg.Request, error) {
 
 // route dispatches by the key's routing class.
 func (t *tunnel) route(req kmsg.Request, rep reply) error {
+	if handled, err := t.routeAdmin(req, rep); handled {
+		return err
+	}
 	key := req.Key()
 	switch apis.Of(key).Routing {
 	case apis.GatewayAnswered:
@@ -216,7 +235,7 @@ func (t *tunnel) scatterParts(parts map[int32]kmsg.Request, rep reply, merge fun
 	if len(parts) == 0 {
 		return fmt.Errorf("internal: %w", errNoParts)
 	}
-	g := &gather{got: make(map[int32]kmsg.Response, len(parts)), rep: rep, merge: merge, partial: partial}
+	g := &gather{got: make(map[int32]kmsg.Response, len(parts)), rep: rep, merge: merge, partial: partial, trace: t.trace}
 	g.left.Store(int32(len(parts)))
 	for node, req := range parts {
 		call := &partCall{node: node, req: req}
@@ -228,6 +247,9 @@ func (t *tunnel) scatterParts(parts map[int32]kmsg.Request, rep reply, merge fun
 		}
 		switch {
 		case err == nil:
+			if rep == nil { // acks=0: written is all it gets
+				g.trace.add(node)
+			}
 		case !partial:
 			return err
 		case !queued && rep != nil:
@@ -251,6 +273,7 @@ type gather struct {
 	// bodies are the pooled frames the answers alias (Fetch parts),
 	// returned once rep has encoded the merged answer.
 	bodies []*[]byte
+	trace  *routeTrace // the brokers that answered (nil: not traced)
 }
 
 func (g *gather) finish(t *tunnel, node int32, resp kmsg.Response, body *[]byte, err error) {
@@ -261,6 +284,7 @@ func (g *gather) finish(t *tunnel, node int32, resp kmsg.Response, body *[]byte,
 	switch {
 	case err == nil:
 		g.got[node] = resp
+		g.trace.add(node)
 	case errors.Is(err, errConnClosedHere):
 		// The client's session ended with this part in flight: no one
 		// reads the answer, and the broker and the view are fine.

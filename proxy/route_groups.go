@@ -12,16 +12,7 @@ import (
 // splitByCoordinator groups items by their group's coordinator. A group
 // whose coordinator cannot be found goes to failed.
 func splitByCoordinator[T any](t *tunnel, items []T, group func(*T) string) (by map[int32][]T, failed []T) {
-	by = map[int32][]T{}
-	for i := range items {
-		n, err := t.coordinatorFor(coordKey{groupKey, group(&items[i])})
-		if err != nil {
-			failed = append(failed, items[i])
-			continue
-		}
-		by[n] = append(by[n], items[i])
-	}
-	return by, failed
+	return splitByCoordinatorKind(t, groupKey, items, group)
 }
 
 func (t *tunnel) routeOffsetFetchGroups(r *kmsg.OffsetFetchRequest, rep reply) error {

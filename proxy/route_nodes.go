@@ -164,12 +164,15 @@ func (t *tunnel) virtualCoordinator(r *kmsg.FindCoordinatorRequest) *kmsg.FindCo
 }
 
 // singlePortServes lists the partition-leader keys whose split and
-// merge single-port routing implements; the other keys of that class
-// (DescribeProducers, the share-group data APIs) are not offered.
+// merge single-port routing implements (DescribeProducers is in
+// adminKeys); the other keys of that class are not offered.
 var singlePortServes = map[int16]bool{apis.Produce: true, apis.Fetch: true, apis.ListOffsets: true, apis.OffsetForLeaderEpoch: true, apis.DeleteRecords: true}
 
 // routable reports whether a single-port listener offers key.
 func routable(key int16) bool {
+	if adminKeys[key] {
+		return true
+	}
 	switch apis.Of(key).Routing {
 	case apis.PartitionLeader:
 		return singlePortServes[key]

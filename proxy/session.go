@@ -1009,7 +1009,9 @@ func (s *session) rewrite(p pending, body []byte) (out []byte, changed bool, err
 	if changed {
 		s.hooks.Rewrite(p.key)
 	}
-	if p.key == apis.Metadata && eng != nil {
+	// Topic ids (KIP-516) are resolved for policy rules and for full
+	// audit records, which name the topics of Produce and Fetch v13+.
+	if p.key == apis.Metadata && (eng != nil || s.srv.opts.Audit.Level() == audit.Full) {
 		s.srv.names.learn(p.version, out)
 	}
 	return out, changed, nil

@@ -250,7 +250,7 @@ func (s *session) stageEntry(r *request) (bool, error) {
 	if eng := s.srv.policy.Load(); h.Key == apis.ApiVersions && eng != nil && eng.HidesKeys(s.l.opts.Name) {
 		r.p.hide = eng.DeniedKeys(&s.subj)
 	}
-	if !r.expectResponse {
+	if !r.expectResponse && s.tun == nil { // single-port accounts it after routing (route.go)
 		s.acksZeroDone(h, r.obs)
 	}
 	return false, nil
