@@ -413,7 +413,8 @@ type portUse struct {
 
 // ports checks that no two binds can collide: bootstrap ports, broker port
 // ranges (node 0 to AssumedNodeSpan-1 with an upstream; the built-in
-// broker is served at the bootstrap port itself and opens no other) and the
+// broker is served at the bootstrap port itself and opens no other, and
+// neither do sni and single-port listeners) and the
 // admin port, on hosts that overlap (the same address, or a wildcard and
 // anything). Every port of a broker range counts, the admin port's too: a
 // broker port the admin server holds is a broker that cannot be served.
@@ -432,7 +433,7 @@ func (v *validator) ports() {
 				desc: fmt.Sprintf("%s bootstrap port %s", p, net.JoinHostPort(host, fmt.Sprint(port)))})
 		}
 		base := l.BrokerPortBaseOrDefault()
-		if base <= 0 || base > 65535 || !v.c.UpstreamMode() || l.Brokers == BrokersSNI {
+		if base <= 0 || base > 65535 || !v.c.UpstreamMode() || l.Brokers == BrokersSNI || l.Brokers == BrokersSinglePort {
 			continue
 		}
 		hi := min(base+span-1, 65535)

@@ -287,6 +287,12 @@ func (g *gather) finish(t *tunnel, node int32, resp kmsg.Response, body *[]byte,
 	case err == nil:
 		g.got[node] = resp
 		g.trace.add(node)
+	case errors.Is(err, errConnClosedHere):
+		// The client's session ended with this part in flight: no one
+		// reads the answer, and the broker and the view are fine.
+		if g.firstErr == nil {
+			g.firstErr = err
+		}
 	case g.partial:
 		t.view.invalidate(true, nil)
 		t.s.srv.noisy.Warn("single_port_part_failed", t.s.remote, "single-port: an upstream broker did not answer; its part is answered as unavailable (retriable)", "node", node, "err", err)

@@ -99,7 +99,12 @@ func (b *brokerConn) fail(err error) {
 	})
 }
 
-func (b *brokerConn) close() { b.fail(net.ErrClosed) }
+// errConnClosedHere is the error of the calls still waiting on a
+// brokerConn the gateway closed itself (its client session ended): the
+// broker did nothing wrong, so nothing is retried, logged or forgotten.
+var errConnClosedHere = fmt.Errorf("upstream connection closed by the gateway: %w", net.ErrClosed)
+
+func (b *brokerConn) close() { b.fail(errConnClosedHere) }
 
 // readLoop answers queued calls in order until the connection fails;
 // then it fails every call still queued or queued later.
@@ -118,6 +123,9 @@ func (b *brokerConn) readLoop() {
 		call.resp, call.body, call.err = readPartResponse(r, call.req, corr)
 		if call.err != nil {
 			b.fail(fmt.Errorf("upstream node %d: %w", b.node, call.err))
+			// The first cause: a read that failed, or a close or a failed
+			// write before it (which is why the read failed).
+			call.err = b.err
 			call.done()
 			b.drainFailed()
 			return
