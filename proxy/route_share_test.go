@@ -26,14 +26,27 @@ import (
 	"github.com/tollgate-kafka/tollgate/proxy"
 )
 
+// Acquisition locks in these tests: short where a test expects records
+// whose acknowledgement was lost to come back (in seconds, not Kafka's
+// 30 s), Kafka's default where it asserts each record is delivered once
+// (a short lock could expire on a loaded machine while records wait in
+// the client's buffer, and redeliver them).
+const (
+	shortShareLock   = "2000"
+	defaultShareLock = "30000"
+)
+
 // startSharePort is startSinglePort with share groups tuned for tests:
-// a short acquisition lock (a record whose acknowledgement is lost is
-// delivered again in seconds, not Kafka's 30 s) and group's reset at the
-// earliest offset.
+// a short acquisition lock and the group's reset at the earliest offset.
 func startSharePort(t *testing.T, topic string, partitions int, group string) (*kfake.Cluster, *proxy.Server, *nodeScanner) {
 	t.Helper()
+	return startSharePortLock(t, topic, partitions, group, shortShareLock)
+}
+
+func startSharePortLock(t *testing.T, topic string, partitions int, group, lockMs string) (*kfake.Cluster, *proxy.Server, *nodeScanner) {
+	t.Helper()
 	c := startUpstream(t, 3, kfake.SeedTopics(int32(partitions), topic), kfake.BrokerConfigs(map[string]string{
-		"group.share.record.lock.duration.ms": "2000",
+		"group.share.record.lock.duration.ms": lockMs,
 		"share.record.lock.sweep.interval.ms": "100",
 	}))
 	spreadLeaders(t, c, topic, partitions, 3)
@@ -159,7 +172,7 @@ func waitShareAcked(ctx context.Context, t *testing.T, adm *kadm.Client, group, 
 // describe/alter/delete offsets) work through the gateway.
 func TestSinglePortShareGroup(t *testing.T) {
 	const topic, group, parts, n = "sh", "sh-group", 6, 120
-	c, srv, scan := startSharePort(t, topic, parts, group)
+	c, srv, scan := startSharePortLock(t, topic, parts, group, defaultShareLock)
 	ctx := ctxT(t, 90*time.Second)
 	nodes := countNodes(c, kmsg.ShareFetch)
 	produceValues(ctx, t, srv, topic, n)
@@ -531,7 +544,7 @@ func TestSinglePortShareOffered(t *testing.T) {
 func TestSinglePortShareAckFollowsOpen(t *testing.T) {
 	const topic, group, parts, n = "shf", "shf-group", 2, 40
 	c := startUpstream(t, 3, kfake.SeedTopics(parts, topic), kfake.BrokerConfigs(map[string]string{
-		"group.share.record.lock.duration.ms": "2000",
+		"group.share.record.lock.duration.ms": defaultShareLock,
 		"share.record.lock.sweep.interval.ms": "100",
 	}))
 	for p := range int32(parts) {
