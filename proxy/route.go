@@ -46,6 +46,9 @@ type tunnel struct {
 	// trace collects the brokers the request being routed reaches, for
 	// its audit record (route_audit.go); set only while route runs.
 	trace *routeTrace
+	// telemetryNode is the broker that gets this tunnel's KIP-714
+	// telemetry (route_any.go); nil until the first telemetry request.
+	telemetryNode *int32
 }
 
 func newTunnel(s *session, o *SinglePortOptions) *tunnel {
@@ -157,7 +160,7 @@ func (t *tunnel) route(req kmsg.Request, rep reply) error {
 	case apis.GatewayAnswered:
 		return t.answerGateway(req, rep)
 	case apis.AnyBroker, apis.Controller:
-		return t.routeAny(req, rep)
+		return t.routeAnyBroker(req, rep)
 	case apis.PartitionLeader:
 		return t.routeLeaders(req, rep)
 	case apis.GroupCoordinator, apis.TxnCoordinator:
@@ -331,6 +334,7 @@ func (t *tunnel) one(node int32, req kmsg.Request, rep reply, post func(kmsg.Res
 	})
 }
 
+// routeAny sends the whole request to any upstream broker.
 func (t *tunnel) routeAny(req kmsg.Request, rep reply) error {
 	node, err := t.view.anyBroker()
 	if err != nil {

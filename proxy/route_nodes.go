@@ -177,7 +177,7 @@ func routable(key int16) bool {
 	case apis.PartitionLeader:
 		return singlePortServes[key]
 	case apis.AnyBroker, apis.Controller:
-		return true
+		return !notOnVirtualBroker[key]
 	case apis.GatewayAnswered:
 		return key == apis.ApiVersions || key == apis.FindCoordinator || key == apis.SASLHandshake || key == apis.SASLAuthenticate
 	case apis.GroupCoordinator, apis.TxnCoordinator:
