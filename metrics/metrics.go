@@ -84,6 +84,7 @@ type Metrics struct {
 	budgetBytes   prometheus.Gauge   // request bytes held in memory across connections
 	budgetWaits   prometheus.Counter // reads that waited for the shared budget
 	sniRefused    *prometheus.CounterVec
+	routeEvents   *prometheus.CounterVec
 	fsync         prometheus.Histogram
 	brokerBytes   *prometheus.CounterVec
 	brokerProduce prometheus.Counter
@@ -166,6 +167,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Times a connection stopped reading because the request memory budget was spent."}))
 	m.sniRefused = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sni_refused_total",
 		Help: "TLS hellos refused by an SNI listener, by listener and reason (no_sni, unknown_name, unknown_node)."}, []string{"listener", "reason"}))
+	m.routeEvents = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "single_port_events_total",
+		Help: "Single-port routing events, by listener and event (part_failed, coordinator_lookup, view_refresh, share_session_limit, share_session_reset)."}, []string{"listener", "event"}))
 	m.fsync = register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "broker", Name: "fsync_duration_seconds",
 		Help: "Built-in broker: time of one fsync of a partition log.", Buckets: fsyncBuckets}))
 	m.brokerBytes = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "broker", Name: "bytes_total",
@@ -314,6 +317,14 @@ func (m *Metrics) SNIRefused(listener, reason string) {
 		return
 	}
 	m.sniRefused.WithLabelValues(m.listener(listener).label, m.causeSet.label(reason)).Inc()
+}
+
+// SinglePortEvent counts a single-port routing event (proxy.RouteHooks).
+func (m *Metrics) SinglePortEvent(listener, event string) {
+	if m == nil {
+		return
+	}
+	m.routeEvents.WithLabelValues(m.listener(listener).label, m.causeSet.label(event)).Inc()
 }
 
 // Denied counts a request denied by rule.

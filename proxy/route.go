@@ -298,7 +298,7 @@ func (g *gather) finish(t *tunnel, node int32, resp kmsg.Response, body *[]byte,
 		}
 	case g.partial:
 		t.view.invalidate(true, nil)
-		t.s.srv.noisy.Warn("single_port_part_failed", t.s.remote, "single-port: an upstream broker did not answer; its part is answered as unavailable (retriable)", "node", node, "err", err)
+		t.event(routePartFailed, "single-port: an upstream broker did not answer; its part is answered as unavailable (retriable)", "node", node, "err", err)
 	case g.firstErr == nil:
 		g.firstErr = err
 	}

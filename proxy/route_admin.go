@@ -213,7 +213,7 @@ func splitByCoordinatorKind[T any](t *tunnel, kind int8, items []T, id func(*T) 
 	for i := range items {
 		n, err := t.coordinatorFor(coordKey{kind, id(&items[i])})
 		if err != nil {
-			t.s.srv.noisy.Warn("single_port_coordinator_lookup", t.s.remote, "single-port: coordinator lookup failed; answered COORDINATOR_NOT_AVAILABLE",
+			t.event(routeCoordinatorLookup, "single-port: coordinator lookup failed; answered COORDINATOR_NOT_AVAILABLE",
 				"conn", t.s.id, "key", id(&items[i]), "err", err)
 			failed = append(failed, items[i])
 			continue

@@ -2,15 +2,20 @@ package proxy_test
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/metrics"
+	"github.com/tollgate-kafka/tollgate/proxy"
 )
 
 // TestSinglePortBrokerConfigs: a broker config resource naming the
@@ -141,4 +146,48 @@ func TestSinglePortTelemetrySticky(t *testing.T) {
 		t.Errorf("DescribeConfigs reached brokers %v: the control (rotation) did not rotate", other)
 	}
 	scan.assertClean(t)
+}
+
+// TestSinglePortEventsCounted: a routing event a client can cause at
+// will (here: more share sessions on one connection than the gateway
+// keeps) is answered as a broker would and counted in
+// tollgate_single_port_events_total.
+func TestSinglePortEventsCounted(t *testing.T) {
+	const topic = "ev"
+	reg := prometheus.NewRegistry()
+	_, srv, _ := startSinglePort(t, topic, 3, func(o *proxy.Options) { o.Hooks = metrics.New(reg) })
+	ctx := ctxT(t, 30*time.Second)
+	cl := newClient(t, srv, nil)
+	md, err := kadm.NewClient(cl).Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, g := cl.Broker(testVirtual), "ev-group"
+	open := func(member string) int16 {
+		r := kmsg.NewPtrShareFetchRequest()
+		r.GroupID, r.MemberID, r.MaxWaitMillis, r.MaxBytes, r.MaxRecords, r.BatchSize = &g, &member, 1, 1<<20, 10, 10
+		tp := kmsg.NewShareFetchRequestTopic()
+		tp.TopicID = md.Topics[topic].ID
+		tp.Partitions = append(tp.Partitions, kmsg.NewShareFetchRequestTopicPartition())
+		r.Topics = append(r.Topics, tp)
+		resp, err := r.RequestWith(ctx, b)
+		if err != nil {
+			t.Fatalf("share fetch of %s: %v", member, err)
+		}
+		return resp.ErrorCode
+	}
+	refused := 0
+	for i := range 20 {
+		if code := open(fmt.Sprintf("member-%d", i)); code == kerr.ShareSessionLimitReached.Code {
+			refused++
+		} else if code != 0 {
+			t.Fatalf("session %d: %v", i, kerr.ErrorForCode(code))
+		}
+	}
+	if refused == 0 {
+		t.Fatal("20 share sessions on one connection were all kept")
+	}
+	if got := counterValue(t, reg, "tollgate_single_port_events_total", map[string]string{"event": "share_session_limit"}); got != float64(refused) {
+		t.Errorf("share_session_limit counted %v, refused %d", got, refused)
+	}
 }

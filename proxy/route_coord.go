@@ -121,7 +121,7 @@ func (t *tunnel) answerCoordinatorError(req kmsg.Request, rep reply, err error) 
 	if !setTopError(resp, kerr.CoordinatorNotAvailable.Code) {
 		return err
 	}
-	t.s.srv.noisy.Warn("single_port_coordinator_lookup", t.s.remote, "single-port: coordinator lookup failed; answered COORDINATOR_NOT_AVAILABLE", "conn", t.s.id, "api", apiName(req.Key()), "err", err)
+	t.event(routeCoordinatorLookup, "single-port: coordinator lookup failed; answered COORDINATOR_NOT_AVAILABLE", "conn", t.s.id, "api", apiName(req.Key()), "err", err)
 	if rep != nil {
 		rep(resp, nil)
 	}

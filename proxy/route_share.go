@@ -188,7 +188,7 @@ func (t *tunnel) routeShareFetch(r *kmsg.ShareFetchRequest, rep reply) error {
 	plan := st.planShareFetch(key, r, leaders)
 	st.mu.Unlock()
 	if plan.errCode == kerr.ShareSessionLimitReached.Code {
-		t.s.srv.noisy.Warn("single_port_share_limit", t.s.remote, "single-port: a client connection asked for more share sessions than the gateway keeps per connection", "conn", t.s.id, "limit", maxShareSessions)
+		t.event(routeShareLimit, "single-port: a client connection asked for more share sessions than the gateway keeps per connection", "conn", t.s.id, "limit", maxShareSessions)
 	}
 	if plan.errCode != 0 || len(plan.parts) == 0 {
 		if rep != nil {

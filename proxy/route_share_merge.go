@@ -245,5 +245,5 @@ func (t *tunnel) warnShareReset(code int16) {
 	if t.s == nil { // the merge fuzz targets run without a session
 		return
 	}
-	t.s.srv.noisy.Warn("single_port_share_session", t.s.remote, "single-port: an upstream share session failed; the client's session is reset", "conn", t.s.id, "err", kerr.ErrorForCode(code))
+	t.event(routeShareReset, "single-port: an upstream share session failed; the client's session is reset", "conn", t.s.id, "err", kerr.ErrorForCode(code))
 }

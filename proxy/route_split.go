@@ -30,7 +30,7 @@ func (t *tunnel) leaderFor(topic string, partition int32) (int32, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), t.s.srv.opts.DialTimeout)
 	defer cancel()
 	if err := t.view.refresh(ctx); err != nil {
-		t.s.srv.noisy.Warn("single_port_view_refresh", t.s.remote, "single-port: cluster view refresh failed", "conn", t.s.id, "err", err)
+		t.event(routeViewRefresh, "single-port: cluster view refresh failed", "conn", t.s.id, "err", err)
 	}
 	if n, ok := t.view.leader(topic, partition); ok {
 		return n, nil

@@ -1,0 +1,26 @@
+package proxy
+
+// Single-port events: what goes wrong while routing that a client can
+// cause or an upstream can, each counted (RouteHooks) and logged
+// rate-limited under "single_port_<event>", never one line per event.
+const (
+	routePartFailed        = "part_failed"         // an upstream broker did not answer a part
+	routeCoordinatorLookup = "coordinator_lookup"  // FindCoordinator upstream failed; answered COORDINATOR_NOT_AVAILABLE
+	routeViewRefresh       = "view_refresh"        // a Metadata refresh of the cluster view failed
+	routeShareLimit        = "share_session_limit" // a connection asked for more share sessions than the gateway keeps
+	routeShareReset        = "share_session_reset" // an upstream share session failed; the client's session is reset
+)
+
+// RouteHooks is implemented by Hooks that count single-port routing
+// events (metrics does); other Hooks are not asked.
+type RouteHooks interface {
+	SinglePortEvent(listener, event string)
+}
+
+// event counts a routing event and logs it rate-limited.
+func (t *tunnel) event(event, msg string, attrs ...any) {
+	if h, counts := t.s.srv.opts.Hooks.(RouteHooks); counts {
+		h.SinglePortEvent(t.s.l.opts.Name, event)
+	}
+	t.s.srv.noisy.Warn("single_port_"+event, t.s.remote, msg, attrs...)
+}
