@@ -9,6 +9,9 @@ const (
 	routeViewRefresh       = "view_refresh"        // a Metadata refresh of the cluster view failed
 	routeShareLimit        = "share_session_limit" // a connection asked for more share sessions than the gateway keeps
 	routeShareReset        = "share_session_reset" // an upstream share session failed; the client's session is reset
+	// routeFindCoordinator is not trouble: each FindCoordinator round
+	// trip the cluster view sends upstream, counted (count) and not logged.
+	routeFindCoordinator = "find_coordinator"
 )
 
 // RouteHooks is implemented by Hooks that count single-port routing
@@ -23,4 +26,15 @@ func (t *tunnel) event(event, msg string, attrs ...any) {
 		h.SinglePortEvent(t.s.l.opts.Name, event)
 	}
 	t.s.srv.noisy.Warn("single_port_"+event, t.s.remote, msg, attrs...)
+}
+
+// count counts n of an event that is not logged (routeFindCoordinator).
+func (t *tunnel) count(event string, n int) {
+	h, counts := t.s.srv.opts.Hooks.(RouteHooks)
+	if !counts {
+		return
+	}
+	for range n {
+		h.SinglePortEvent(t.s.l.opts.Name, event)
+	}
 }
