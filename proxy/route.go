@@ -94,6 +94,9 @@ func (s *session) stageRoute(r *request) (bool, error) {
 	}
 	req, err := s.routedRequest(r)
 	if err != nil {
+		if !r.expectResponse { // the entry stage left its accounting to this stage
+			s.acksZeroDone(r.h, r.obs)
+		}
 		return true, err
 	}
 	var tr *routeTrace // only for a request the audit trail records
