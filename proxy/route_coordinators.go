@@ -135,26 +135,18 @@ func (v *clusterView) coordinators(ctx context.Context, kind int8, keys []string
 // findCoordinators sends the FindCoordinator round trips for keys and
 // returns the answers got before any error.
 func (v *clusterView) findCoordinators(ctx context.Context, kind int8, keys []string) (out []kmsg.FindCoordinatorResponseCoordinator, asked int, err error) {
-	v.rtMu.Lock()
-	defer v.rtMu.Unlock()
-	if err := v.connectLocked(ctx); err != nil {
-		return nil, 0, err
+	handled, asked, out, err := v.findBatched(ctx, kind, keys)
+	if handled {
+		return out, asked, err
 	}
-	if v.findMax >= findCoordBatched {
-		req := kmsg.NewPtrFindCoordinatorRequest()
-		req.SetVersion(min(v.findMax, req.MaxVersion()))
-		req.CoordinatorType, req.CoordinatorKeys = kind, keys
-		r, err := v.sendLocked(ctx, req)
-		if err != nil {
-			return nil, 1, err
-		}
-		return r.(*kmsg.FindCoordinatorResponse).Coordinators, 1, nil
-	}
+	// One v3 round trip per key, each taking the view's connection on its
+	// own, so other sessions' lookups interleave; the request's deadline
+	// (ctx) bounds them all.
 	for _, k := range keys {
 		req := kmsg.NewPtrFindCoordinatorRequest()
 		req.SetVersion(3)
 		req.CoordinatorKey, req.CoordinatorType = k, kind
-		r, err := v.sendLocked(ctx, req)
+		r, err := v.roundTrip(ctx, req)
 		asked++
 		if err != nil {
 			return out, asked, err
@@ -165,6 +157,28 @@ func (v *clusterView) findCoordinators(ctx context.Context, kind int8, keys []st
 		out = append(out, c)
 	}
 	return out, asked, nil
+}
+
+// findBatched looks keys up in one FindCoordinator v4+ round trip.
+// handled is false, and nothing sent, when the upstream offers no v4;
+// a connection that cannot be made is handled, with nothing asked.
+func (v *clusterView) findBatched(ctx context.Context, kind int8, keys []string) (handled bool, asked int, out []kmsg.FindCoordinatorResponseCoordinator, err error) {
+	v.rtMu.Lock()
+	defer v.rtMu.Unlock()
+	if err := v.connectLocked(ctx); err != nil {
+		return true, 0, nil, err
+	}
+	if v.findMax < findCoordBatched {
+		return false, 0, nil, nil
+	}
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.SetVersion(min(v.findMax, req.MaxVersion()))
+	req.CoordinatorType, req.CoordinatorKeys = kind, keys
+	r, err := v.sendLocked(ctx, req)
+	if err != nil {
+		return true, 1, nil, err
+	}
+	return true, 1, r.(*kmsg.FindCoordinatorResponse).Coordinators, nil
 }
 
 // coordinator returns the node coordinating key, asking the cluster
