@@ -395,18 +395,7 @@ func (s *shareSession) brokerPart(r *kmsg.ShareFetchRequest, n int32, want map[s
 	if bs == nil {
 		return s.openBroker(r, n, want, ackHere, acks, plan)
 	}
-	var send, forget []sharePart
-	for p := range want {
-		if !bs.parts[p] {
-			send = append(send, p)
-		}
-	}
-	send = append(send, ackHere...) // listed for their acknowledgements
-	for p := range bs.parts {
-		if !want[p] {
-			forget = append(forget, p)
-		}
-	}
+	send, forget := bs.diff(want, ackHere)
 	if len(want) == 0 && len(forget) == 0 && len(ackHere) == 0 {
 		return nil
 	}
@@ -414,7 +403,7 @@ func (s *shareSession) brokerPart(r *kmsg.ShareFetchRequest, n int32, want map[s
 	if len(want) == 0 {
 		part.MaxWaitMillis = 0 // nothing to fetch there: answer at once
 	}
-	for _, p := range send {
+	for p := range want {
 		bs.parts[p] = true
 	}
 	for _, p := range forget {
@@ -422,6 +411,33 @@ func (s *shareSession) brokerPart(r *kmsg.ShareFetchRequest, n int32, want map[s
 	}
 	bs.epoch = nextShareEpoch(bs.epoch)
 	return part
+}
+
+// diff is what a broker's part lists (partitions it should hold and does
+// not, and every acknowledged one) and forgets (what it holds and should
+// not). A broker adds every listed partition to its session before it
+// removes the forgotten ones (KIP-932; kfake and kgo do the same), so a
+// partition listed only for its acknowledgements, which the session
+// neither wants nor holds, is forgotten in the same request: else the
+// broker would add it back and acquire records the client throws away.
+func (bs *brokerShare) diff(want map[sharePart]bool, ackHere []sharePart) (send, forget []sharePart) {
+	for p := range want {
+		if !bs.parts[p] {
+			send = append(send, p)
+		}
+	}
+	for p := range bs.parts {
+		if !want[p] {
+			forget = append(forget, p)
+		}
+	}
+	for _, p := range ackHere {
+		send = append(send, p)
+		if !want[p] && !bs.parts[p] {
+			forget = append(forget, p)
+		}
+	}
+	return send, forget
 }
 
 // openBroker opens a new upstream session on n: epoch 0 with every

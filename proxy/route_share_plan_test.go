@@ -507,3 +507,29 @@ func TestSharePlanRecordLimit(t *testing.T) {
 		}
 	}
 }
+
+// kgo lists a partition it only acknowledges (one it stopped fetching)
+// in Topics and in ForgottenTopicsData. A broker whose session no longer
+// holds it must get the same pair: listed for the acknowledgements and
+// forgotten in the same request, else it would add the partition back
+// and acquire records the client throws away.
+func TestSharePlanAckOnlyForgotten(t *testing.T) {
+	tun := fuzzTunnel()
+	st := tun.shares()
+	key := shareMemberKey{"g", "m"}
+	leaders := leadersOf(map[int32]int32{0: 0, 1: 1})
+	st.planShareFetch(key, shareReq(0, []int32{0, 1}, nil, nil), leaders)
+	got := summarize(st.planShareFetch(key, shareReq(1, nil, nil, []int32{1}), leaders))
+	checkParts(t, "forget", got, map[int32]partSummary{
+		0: {epoch: 1, wait: 5000},
+		1: {epoch: 1, forgot: []int32{1}, wait: 0},
+	})
+	got = summarize(st.planShareFetch(key, shareReq(2, []int32{1}, []int32{1}, []int32{1}), leaders))
+	checkParts(t, "ack only", got, map[int32]partSummary{
+		0: {epoch: 2, wait: 5000},
+		1: {epoch: 2, listed: []int32{1}, forgot: []int32{1}, acks: true, wait: 0},
+	})
+	if held := st.sessions[key].brokers[1].parts; len(held) != 0 {
+		t.Errorf("broker 1's session holds %v after an acknowledgement-only request, want nothing", held)
+	}
+}
