@@ -152,6 +152,7 @@ func (s *session) routedRequest(r *request) (kmsg.Request, error) {
 
 // route dispatches by the key's routing class.
 func (t *tunnel) route(req kmsg.Request, rep reply) error {
+	t.sendShareCloses() // dropped share sessions' upstream halves first (route_share_merge.go)
 	if handled, err := t.routeAdmin(req, rep); handled {
 		return err
 	}

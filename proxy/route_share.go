@@ -68,6 +68,17 @@ const maxShareSessions = 16
 type shareState struct {
 	mu       sync.Mutex
 	sessions map[shareMemberKey]*shareSession
+	// closes are upstream sessions of a dropped client session (an
+	// upstream part failed) still to be closed, by the read loop before
+	// it routes the next request (sendShareCloses).
+	closes []shareClose
+}
+
+// shareClose is one upstream session to close (epoch -1, which releases
+// the records it acquired).
+type shareClose struct {
+	node int32
+	req  kmsg.Request
 }
 
 // shareSession is the client's session with the virtual node.
@@ -75,7 +86,6 @@ type shareSession struct {
 	epoch   int32               // the epoch the client must send next
 	parts   map[sharePart]int32 // the session's partitions → PartitionMaxBytes (v0)
 	brokers map[int32]*brokerShare
-	broken  bool // an upstream part failed: only epoch 0 or -1 is accepted
 }
 
 // brokerShare is the gateway's session with one upstream broker.
@@ -119,7 +129,8 @@ type sharePlan struct {
 	unacked []sharePart    // acknowledgements the gateway could not deliver
 	// follow are ShareAcknowledges sent right after the part opening a
 	// new upstream session (epoch 0, which Kafka takes no acknowledgements
-	// on), on the same connection, so that broker processes them next.
+	// on), on the same connection, so that broker processes them next;
+	// or alone, for a broker left idle in record-limit mode (ackOnly).
 	follow  map[int32]*kmsg.ShareAcknowledgeRequest
 	errCode int16 // non-zero: answered by the gateway, nothing sent
 }
@@ -190,7 +201,7 @@ func (t *tunnel) routeShareFetch(r *kmsg.ShareFetchRequest, rep reply) error {
 	if plan.errCode == kerr.ShareSessionLimitReached.Code {
 		t.event(routeShareLimit, "single-port: a client connection asked for more share sessions than the gateway keeps per connection", "conn", t.s.id, "limit", maxShareSessions)
 	}
-	if plan.errCode != 0 || len(plan.parts) == 0 {
+	if plan.errCode != 0 || len(plan.parts)+len(plan.follow) == 0 {
 		if rep != nil {
 			resp := r.ResponseKind().(*kmsg.ShareFetchResponse)
 			resp.ErrorCode = plan.errCode
@@ -232,7 +243,7 @@ func (st *shareState) planShareFetch(key shareMemberKey, r *kmsg.ShareFetchReque
 				}
 			}
 		}
-	case s == nil || (s.broken && e != -1):
+	case s == nil:
 		plan.errCode = kerr.ShareSessionNotFound.Code
 		return plan
 	case e == -1:
@@ -321,8 +332,13 @@ func (st *shareState) planBrokers(s *shareSession, r *kmsg.ShareFetchRequest, le
 	for n := range ackBy {
 		nodes[n] = true
 	}
+	idle := recordLimitIdle(r, nodes, desired)
 	fetching := 0 // parts with partitions to fetch (a forget-only part does not wait)
 	for n := range nodes {
+		if idle[n] {
+			s.ackOnly(r, n, ackBy[n], acks, plan)
+			continue
+		}
 		if part := s.brokerPart(r, n, desired[n], ackBy[n], acks, plan); part != nil {
 			plan.parts[n] = part
 			if len(desired[n]) > 0 {
@@ -347,11 +363,58 @@ func (st *shareState) planBrokers(s *shareSession, r *kmsg.ShareFetchRequest, le
 // (KIP-1206): MaxRecords is a hard limit, not a target.
 const shareAcquireRecordLimit = 1
 
+// recordLimitIdle picks the brokers that do not fetch this round in
+// KIP-1206 record-limit mode: with MaxRecords below the number of
+// brokers that would fetch, only MaxRecords of them do (a broker reads
+// MaxRecords 0 as "the default", so each must be allowed at least one),
+// chosen in turn by the client's epoch so none starves. An idle broker
+// gets no ShareFetch: its acknowledgements go in a ShareAcknowledge
+// (ackOnly), and its session's changes wait for its turn.
+func recordLimitIdle(r *kmsg.ShareFetchRequest, nodes map[int32]bool, desired map[int32]map[sharePart]bool) map[int32]bool {
+	if r.Version < 2 || r.ShareAcquireMode != shareAcquireRecordLimit || r.MaxRecords <= 0 || r.IsRenewAck {
+		return nil
+	}
+	var fetchers []int32
+	for n := range nodes {
+		if len(desired[n]) > 0 {
+			fetchers = append(fetchers, n)
+		}
+	}
+	if int(r.MaxRecords) >= len(fetchers) {
+		return nil
+	}
+	slices.Sort(fetchers)
+	idle := make(map[int32]bool, len(fetchers))
+	for _, n := range fetchers {
+		idle[n] = true
+	}
+	start := int(uint32(r.ShareSessionEpoch) % uint32(len(fetchers)))
+	for i := range int(r.MaxRecords) {
+		delete(idle, fetchers[(start+i)%len(fetchers)])
+	}
+	return idle
+}
+
+// ackOnly sends a ShareFetch's acknowledgements for broker n, which does
+// not fetch this round, in a ShareAcknowledge at its session's epoch
+// (merged like a follow-up, mergeFollowAcks).
+func (s *shareSession) ackOnly(r *kmsg.ShareFetchRequest, n int32, ackHere []sharePart, acks fetchAcks, plan *sharePlan) {
+	if len(ackHere) == 0 {
+		return
+	}
+	bs := s.brokers[n]
+	if bs == nil {
+		plan.unacked = append(plan.unacked, ackHere...)
+		return
+	}
+	plan.follow[n] = followAcks(r, bs.epoch, sortedParts(toSet(ackHere)), acks)
+	bs.epoch = nextShareEpoch(bs.epoch)
+}
+
 // splitRecordLimit shares a record-limit ShareFetch's MaxRecords among
 // the parts that fetch (lowest node ids take the remainder), so the
-// merged answer keeps the client's limit. With fewer records allowed
-// than brokers fetching, each gets 1 (a broker reads MaxRecords 0 as
-// "the default", not as none), and the answer may carry one per broker.
+// merged answer keeps the client's limit (recordLimitIdle left at most
+// MaxRecords of them fetching, so each gets at least one).
 func splitRecordLimit(r *kmsg.ShareFetchRequest, parts map[int32]kmsg.Request, desired map[int32]map[sharePart]bool, fetching int) {
 	if r.Version < 2 || r.ShareAcquireMode != shareAcquireRecordLimit || r.MaxRecords <= 0 {
 		return
@@ -556,7 +619,7 @@ func (s *shareSession) shareFetchPart(r *kmsg.ShareFetchRequest, epoch int32, li
 // closeShareFetch closes a stale upstream session (no partitions).
 func closeShareFetch(r *kmsg.ShareFetchRequest) *kmsg.ShareFetchRequest {
 	c := *r
-	c.ShareSessionEpoch, c.Topics, c.ForgottenTopicsData, c.MaxWaitMillis = -1, nil, nil, 0
+	c.ShareSessionEpoch, c.Topics, c.ForgottenTopicsData, c.MaxWaitMillis, c.IsRenewAck = -1, nil, nil, 0, false
 	return &c
 }
 

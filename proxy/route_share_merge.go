@@ -33,6 +33,11 @@ func (t *tunnel) scatterShare(plan sharePlan, rep reply, merge func(map[int32]km
 			sends = append(sends, send{followKey(n), n, f})
 		}
 	}
+	for n, f := range plan.follow {
+		if _, ok := plan.parts[n]; !ok { // an idle broker's acknowledgements alone
+			sends = append(sends, send{followKey(n), n, f})
+		}
+	}
 	// The audit trace records real nodes, so it is fed here, not by the
 	// gather (which sees follow-up keys).
 	g := &gather{got: make(map[int32]kmsg.Response, len(sends)), rep: rep, merge: merge, partial: true}
@@ -91,16 +96,81 @@ func mergeFollowAcks(out *kmsg.ShareFetchResponse, plan sharePlan, m map[int32]k
 	}
 }
 
-// breakShare marks the session broken after a failed part: the client
-// gets the error, resets, and its epoch 0 rebuilds every upstream session.
-func (st *shareState) breakShare(key shareMemberKey, s *shareSession) {
-	if st == nil || s == nil {
+// dropShare ends the client's session after a failed part: the client
+// gets the error and resets (kgo takes every record of the old session
+// as lost), so its next epoch 0 opens new sessions everywhere. Every
+// upstream session the gateway may still hold for it is closed (epoch
+// -1), which releases the records it acquired, among them those of the
+// answer the error dropped; else they would stay locked for the whole
+// acquisition lock. Not closed: a broker whose part got no answer (its
+// connection is gone, and a broker releases a disconnected session's
+// records), or answered SHARE_SESSION_NOT_FOUND, or failed its epoch-0
+// open (no session was made). The closes are queued for the read loop,
+// which sends them before it routes the next request (sendShareCloses),
+// so they reach each broker ahead of the new session. A session already
+// replaced or closed is left alone.
+func (st *shareState) dropShare(plan sharePlan, m map[int32]kmsg.Response, closeReq kmsg.Request) {
+	if st == nil || plan.sess == nil {
 		return
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.sessions[key] == s {
-		s.broken = true
+	if st.sessions[plan.key] != plan.sess {
+		return
+	}
+	delete(st.sessions, plan.key)
+	for n := range plan.sess.brokers {
+		if part, sent := plan.parts[n]; sent && !plan.closing[n] && !sessionSurvives(part, m[n]) {
+			continue
+		}
+		st.closes = append(st.closes, shareClose{node: n, req: closeReq})
+	}
+}
+
+// sessionSurvives reports whether a broker may still hold the session
+// its part was sent to, after answering resp (nil: no answer).
+func sessionSurvives(part kmsg.Request, resp kmsg.Response) bool {
+	var code int16
+	switch r := resp.(type) {
+	case nil:
+		return false
+	case *kmsg.ShareFetchResponse:
+		code = r.ErrorCode
+	case *kmsg.ShareAcknowledgeResponse:
+		code = r.ErrorCode
+	}
+	if code == kerr.ShareSessionNotFound.Code {
+		return false
+	}
+	f, ok := part.(*kmsg.ShareFetchRequest)
+	return code == 0 || !ok || f.ShareSessionEpoch != 0
+}
+
+// sendShareCloses sends the queued closes of dropped sessions (called
+// by the read loop before it routes a request). No one waits for their
+// answers; a broker whose connection is gone is skipped (it released
+// that session's records when the connection closed).
+func (t *tunnel) sendShareCloses() {
+	st := t.share
+	if st == nil {
+		return
+	}
+	st.mu.Lock()
+	closes := st.closes
+	st.closes = nil
+	st.mu.Unlock()
+	for _, c := range closes {
+		bc, ok := t.conns[c.node]
+		if !ok || bc.isFailed() {
+			continue
+		}
+		call := &partCall{node: c.node, req: c.req}
+		call.done = func() {
+			if call.body != nil {
+				putPartBody(call.body)
+			}
+		}
+		bc.send(call, true) // a failed send fails the connection: nothing more to do
 	}
 }
 
@@ -146,7 +216,7 @@ func (t *tunnel) mergeShareFetch(r *kmsg.ShareFetchRequest, plan sharePlan, m ma
 	}
 	if out.ErrorCode != 0 {
 		t.warnShareReset(out.ErrorCode)
-		t.share.breakShare(plan.key, plan.sess)
+		t.share.dropShare(plan, m, closeShareFetch(r))
 		out.Topics = nil
 	} else {
 		addShareFetchUnacked(out, plan.unacked)

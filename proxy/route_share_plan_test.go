@@ -212,21 +212,49 @@ func TestSharePlanAckNowhere(t *testing.T) {
 }
 
 // A part failing with a session error reaches the client as a top-level
-// error and breaks the gateway's session: only a new session (epoch 0)
-// is accepted next, and it closes the old upstream sessions it does not
-// reopen.
+// error and ends the gateway's session: it no longer counts, only a new
+// session (epoch 0) is accepted next, and every upstream session that
+// may still hold records is closed (epoch -1 releases them) before the
+// next request is routed.
 func TestSharePlanSessionErrorResets(t *testing.T) {
 	tun := fuzzTunnel()
 	st := tun.shares()
 	key := shareMemberKey{"g", "m"}
-	leaders := leadersOf(map[int32]int32{0: 0, 1: 1})
-	st.planShareFetch(key, shareReq(0, []int32{0, 1}, nil, nil), leaders)
+	leaders := leadersOf(map[int32]int32{0: 0, 1: 1, 2: 2})
+	st.planShareFetch(key, shareReq(0, []int32{0, 1, 2}, nil, nil), leaders)
 	plan := st.planShareFetch(key, shareReq(1, nil, nil, nil), leaders)
 	bad := kmsg.NewPtrShareFetchResponse()
 	bad.ErrorCode = kerr.InvalidShareSessionEpoch.Code
-	out := tun.mergeShareFetch(shareReq(1, nil, nil, nil), plan, map[int32]kmsg.Response{0: kmsg.NewPtrShareFetchResponse(), 1: bad})
-	if out.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
-		t.Fatalf("merged error %d, want INVALID_SHARE_SESSION_EPOCH", out.ErrorCode)
+	gone := kmsg.NewPtrShareFetchResponse()
+	gone.ErrorCode = kerr.ShareSessionNotFound.Code
+	acquired := kmsg.NewPtrShareFetchResponse()
+	tp := kmsg.NewShareFetchResponseTopic()
+	tp.TopicID = shareTopic
+	p := kmsg.NewShareFetchResponseTopicPartition()
+	ar := kmsg.NewShareFetchResponseTopicPartitionAcquiredRecord()
+	ar.FirstOffset, ar.LastOffset, ar.DeliveryCount = 0, 4, 1
+	p.AcquiredRecords = append(p.AcquiredRecords, ar)
+	tp.Partitions = append(tp.Partitions, p)
+	acquired.Topics = append(acquired.Topics, tp)
+	out := tun.mergeShareFetch(shareReq(1, nil, nil, nil), plan, map[int32]kmsg.Response{0: acquired, 1: bad, 2: gone})
+	if c := out.ErrorCode; (c != kerr.InvalidShareSessionEpoch.Code && c != kerr.ShareSessionNotFound.Code) || len(out.Topics) != 0 {
+		t.Fatalf("merged error %d with %d topics, want one part's error and no topics", c, len(out.Topics))
+	}
+	// Broker 0 acquired records the answer dropped, broker 1's session
+	// is still there at another epoch: both are closed. Broker 2 has none.
+	var closed []int32
+	for _, c := range st.closes {
+		if r := c.req.(*kmsg.ShareFetchRequest); r.ShareSessionEpoch != -1 || len(r.Topics) != 0 {
+			t.Errorf("close to broker %d: epoch %d, %d topics", c.node, r.ShareSessionEpoch, len(r.Topics))
+		}
+		closed = append(closed, c.node)
+	}
+	slices.Sort(closed)
+	if !slices.Equal(closed, []int32{0, 1}) {
+		t.Errorf("closes queued for %v, want brokers 0 and 1", closed)
+	}
+	if len(st.sessions) != 0 {
+		t.Errorf("%d sessions kept after the error, want none (a dropped session does not count)", len(st.sessions))
 	}
 	if p := st.planShareFetch(key, shareReq(2, nil, nil, nil), leaders); p.errCode != kerr.ShareSessionNotFound.Code {
 		t.Errorf("after the error, epoch 2: code %d, want SHARE_SESSION_NOT_FOUND", p.errCode)
@@ -234,11 +262,7 @@ func TestSharePlanSessionErrorResets(t *testing.T) {
 	plan = st.planShareFetch(key, shareReq(0, []int32{0}, nil, nil), leaders)
 	checkParts(t, "reopen", summarize(plan), map[int32]partSummary{
 		0: {epoch: 0, listed: []int32{0}, wait: 5000}, // the only broker fetching: the client's whole wait
-		1: {epoch: -1, wait: 0},
 	})
-	if !plan.closing[1] || plan.closing[0] {
-		t.Errorf("closing %v, want only broker 1", plan.closing)
-	}
 }
 
 func TestSharePlanAcknowledge(t *testing.T) {
@@ -531,5 +555,55 @@ func TestSharePlanAckOnlyForgotten(t *testing.T) {
 	})
 	if held := st.sessions[key].brokers[1].parts; len(held) != 0 {
 		t.Errorf("broker 1's session holds %v after an acknowledgement-only request, want nothing", held)
+	}
+}
+
+// KIP-1206 record-limit mode with MaxRecords below the number of brokers
+// that would fetch: only MaxRecords of them fetch each round (each
+// allowed one record), in turn so every broker gets its rounds; an idle
+// broker's acknowledgements go in a ShareAcknowledge at its epoch.
+func TestSharePlanRecordLimitBelowBrokers(t *testing.T) {
+	tun := fuzzTunnel()
+	st := tun.shares()
+	key := shareMemberKey{"g", "m"}
+	leaders := leadersOf(map[int32]int32{0: 0, 1: 1, 2: 2})
+	limited := func(r *kmsg.ShareFetchRequest) *kmsg.ShareFetchRequest {
+		r.SetVersion(2)
+		r.MaxRecords, r.ShareAcquireMode = 1, shareAcquireRecordLimit
+		return r
+	}
+	fetched := map[int32]int{}
+	for e := range int32(6) {
+		var parts []int32
+		if e == 0 {
+			parts = []int32{0, 1, 2}
+		}
+		plan := st.planShareFetch(key, limited(shareReq(e, parts, nil, nil)), leaders)
+		if len(plan.parts) != 1 {
+			t.Fatalf("epoch %d: %d brokers fetch, want 1", e, len(plan.parts))
+		}
+		for n, p := range plan.parts {
+			if got := p.(*kmsg.ShareFetchRequest).MaxRecords; got != 1 {
+				t.Errorf("epoch %d: broker %d MaxRecords %d, want 1", e, n, got)
+			}
+			fetched[n]++
+		}
+	}
+	if len(fetched) != 3 || fetched[0] != 2 || fetched[1] != 2 || fetched[2] != 2 {
+		t.Errorf("rounds per broker %v, want 2 each", fetched)
+	}
+	plan := st.planShareFetch(key, limited(shareReq(6, []int32{0, 1, 2}, []int32{0, 1, 2}, nil)), leaders)
+	if len(plan.parts) != 1 || len(plan.follow) != 2 {
+		t.Fatalf("with acknowledgements for all three: %d parts, %d acknowledges, want 1 and 2", len(plan.parts), len(plan.follow))
+	}
+	for n, f := range plan.follow {
+		if _, fetching := plan.parts[n]; fetching || f.ShareSessionEpoch < 1 || len(f.Topics) != 1 {
+			t.Errorf("broker %d: acknowledge %+v (fetching %v)", n, f, fetching)
+		}
+	}
+	for n, p := range plan.parts {
+		if r := p.(*kmsg.ShareFetchRequest); len(r.Topics) != 1 || len(r.Topics[0].Partitions[0].AcknowledgementBatches) != 1 {
+			t.Errorf("fetching broker %d lists %+v, want its acknowledged partition", n, r.Topics)
+		}
 	}
 }

@@ -386,6 +386,65 @@ func TestSinglePortShareSessionError(t *testing.T) {
 	scan.assertClean(t)
 }
 
+// TestSinglePortShareErrorReleases: broker 1 fails one incremental
+// ShareFetch (INVALID_SHARE_SESSION_EPOCH, kfake fault injection) while
+// brokers 0 and 2 acquire records in the same round. The client gets the
+// error and no records; the gateway closes the upstream sessions, which
+// releases what they acquired, so every record is delivered and
+// acknowledged long before Kafka's default 30 s acquisition lock would
+// have let the dropped ones go (the test's whole budget is 20 s).
+func TestSinglePortShareErrorReleases(t *testing.T) {
+	const topic, group, parts, n = "shrel", "shrel-group", 6, 60
+	c, srv, scan := startSharePortLock(t, topic, parts, group, defaultShareLock)
+	ctx := ctxT(t, 20*time.Second)
+	produceValues(ctx, t, srv, topic, n) // before consuming: every round finds records on every broker
+	var mu sync.Mutex
+	fired := false
+	c.ControlKey(int16(kmsg.ShareFetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		r := req.(*kmsg.ShareFetchRequest)
+		if c.CurrentNode() != 1 || r.ShareSessionEpoch < 3 {
+			return nil, nil, false // not handled: the control stays
+		}
+		mu.Lock()
+		fired = true
+		mu.Unlock()
+		resp := r.ResponseKind().(*kmsg.ShareFetchResponse)
+		resp.ErrorCode = kerr.InvalidShareSessionEpoch.Code
+		return resp, nil, true // once: the control is dropped
+	})
+	st := newShareTally()
+	cl := newClient(t, srv, nil, kgo.Dialer(scan.dial), kgo.ConsumeTopics(topic), kgo.ShareGroup(group),
+		kgo.FetchMaxWait(300*time.Millisecond), kgo.ShareAckCallback(st.ackCallback), kgo.ShareMaxRecords(2))
+	cctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); st.consume(cctx, t, cl, nil) }()
+	adm := kadm.NewClient(newClient(t, srv, nil, kgo.Dialer(scan.dial)))
+	for st.distinct() < n && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	waitShareAcked(ctx, t, adm, group, topic, parts, n/parts)
+	stop()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if !fired {
+		t.Fatal("the fault never fired")
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	again := 0
+	for _, c := range st.maxCount {
+		if c > 1 {
+			again++
+		}
+	}
+	if again == 0 {
+		t.Error("no record came back with a second delivery: nothing the failed round acquired was released")
+	}
+	scan.assertClean(t)
+}
+
 // TestSinglePortShareHostile: share requests a broker would refuse are
 // refused by the gateway the same way, on a connection that stays
 // usable: an incremental or closing epoch with no session, acknowledgements
@@ -640,25 +699,39 @@ func TestSinglePortShareAckFollowsOpen(t *testing.T) {
 // TestSinglePortShareRecordLimit: a kgo share consumer in strict
 // record-limit mode (KIP-1206, ShareMaxRecordsStrict: at most
 // ShareMaxRecords per fetch) through the one port never gets more than
-// its limit in one poll, though three brokers answer each ShareFetch.
+// its limit in one poll, though three brokers lead its partitions: with
+// a limit of 5 the brokers share it, with a limit of 1 they take turns.
 func TestSinglePortShareRecordLimit(t *testing.T) {
-	const topic, group, parts, n, limit = "shl", "shl-group", 6, 60, 5
+	for _, tc := range []struct{ limit, n int }{{5, 60}, {1, 18}} {
+		t.Run(fmt.Sprintf("limit %d", tc.limit), func(t *testing.T) {
+			shareRecordLimit(t, tc.limit, tc.n)
+		})
+	}
+}
+
+func shareRecordLimit(t *testing.T, limit, n int) {
+	const parts = 6
+	topic, group := fmt.Sprintf("shl%d", limit), fmt.Sprintf("shl%d-group", limit)
 	c, srv, scan := startSharePort(t, topic, parts, group)
 	ctx := ctxT(t, 60*time.Second)
 	nodes := countNodes(c, kmsg.ShareFetch)
 	produceValues(ctx, t, srv, topic, n)
 	cl := newClient(t, srv, nil, kgo.Dialer(scan.dial), kgo.ConsumeTopics(topic), kgo.ShareGroup(group),
-		kgo.FetchMaxWait(300*time.Millisecond), kgo.ShareMaxRecords(limit), kgo.ShareMaxRecordsStrict())
+		kgo.FetchMaxWait(300*time.Millisecond), kgo.ShareMaxRecords(int32(limit)), kgo.ShareMaxRecordsStrict())
 	seen := map[string]int{}
+	over := 0
 	for len(seen) < n && ctx.Err() == nil {
 		fs := cl.PollFetches(ctx)
 		if got := fs.NumRecords(); got > limit {
-			t.Errorf("one poll returned %d records, over the strict limit %d", got, limit)
+			over++
+			if over <= 3 {
+				t.Errorf("one poll returned %d records, over the strict limit %d", got, limit)
+			}
 		}
 		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)]++ })
 	}
 	if len(seen) < n {
-		t.Fatalf("consumed %d of %d", len(seen), n)
+		t.Fatalf("consumed %d of %d (%d polls over the limit)", len(seen), n, over)
 	}
 	nodes.assertAll(t, 3)
 	scan.assertClean(t)
