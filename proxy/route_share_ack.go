@@ -99,7 +99,7 @@ func shareAckRespParts(x *kmsg.ShareAcknowledgeResponseTopic) *[]kmsg.ShareAckno
 // mergeShareAck joins ShareAcknowledge answers like mergeShareFetch.
 func (t *tunnel) mergeShareAck(r *kmsg.ShareAcknowledgeRequest, plan sharePlan, m map[int32]kmsg.Response) *kmsg.ShareAcknowledgeResponse {
 	out := r.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
-	stale := len(plan.unacked) > 0
+	stale := false // only the brokers' codes (mergeShareFetch)
 	for _, resp := range m {
 		ar := resp.(*kmsg.ShareAcknowledgeResponse)
 		out.ThrottleMillis = max(out.ThrottleMillis, ar.ThrottleMillis)

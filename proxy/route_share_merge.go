@@ -205,7 +205,11 @@ func (t *tunnel) mergeShareFetch(r *kmsg.ShareFetchRequest, plan sharePlan, m ma
 		}
 	}
 	mergeFollowAcks(out, plan, m)
-	stale := len(plan.unacked) > 0
+	// Only the brokers' codes say the view is stale: the gateway's own
+	// NOT_LEADER_OR_FOLLOWER for an acknowledgement it had no session
+	// for (plan.unacked, added below) does not, else a client could
+	// clear the shared view with every request.
+	stale := false
 	for _, tp := range out.Topics {
 		for _, p := range tp.Partitions {
 			stale = stale || staleCode(p.ErrorCode) || staleCode(p.AcknowledgeErrorCode)
@@ -276,35 +280,43 @@ func findShareFetchPart(out *kmsg.ShareFetchResponse, u sharePart) *kmsg.ShareFe
 }
 
 // virtualShare makes the share answers' node ids the virtual node
-// (KIP-951 CurrentLeader and NodeEndpoints), at the listener's address.
+// (KIP-951 CurrentLeader and NodeEndpoints): a partition naming a leader
+// names the virtual node, and then the answer carries that one node's
+// endpoint, at the listener's address (as the single-port Fetch answer
+// does, route_nodes.go); with no leader named, no endpoint.
 func (t *tunnel) virtualShare(resp kmsg.Response) {
 	v := t.virtual
+	named := false
 	switch r := resp.(type) {
 	case *kmsg.ShareFetchResponse:
 		for i := range r.Topics {
 			for j := range r.Topics[i].Partitions {
 				p := &r.Topics[i].Partitions[j]
 				p.CurrentLeader.LeaderID = virtualID(p.CurrentLeader.LeaderID, v)
+				named = named || p.CurrentLeader.LeaderID >= 0
 			}
 		}
-		if len(r.NodeEndpoints) > 0 {
-			b := r.NodeEndpoints[0]
-			b.NodeID, b.Rack = v, nil
-			b.Host, b.Port, _ = t.adv.Advertise(rewrite.Broker, v, b.Host, b.Port)
-			r.NodeEndpoints = append(r.NodeEndpoints[:0], b)
+		r.NodeEndpoints = nil
+		if named {
+			e := kmsg.NewShareFetchResponseNodeEndpoint()
+			e.NodeID = v
+			e.Host, e.Port, _ = t.adv.Advertise(rewrite.Broker, v, "", 0)
+			r.NodeEndpoints = append(r.NodeEndpoints, e)
 		}
 	case *kmsg.ShareAcknowledgeResponse:
 		for i := range r.Topics {
 			for j := range r.Topics[i].Partitions {
 				p := &r.Topics[i].Partitions[j]
 				p.CurrentLeader.LeaderID = virtualID(p.CurrentLeader.LeaderID, v)
+				named = named || p.CurrentLeader.LeaderID >= 0
 			}
 		}
-		if len(r.NodeEndpoints) > 0 {
-			b := r.NodeEndpoints[0]
-			b.NodeID, b.Rack = v, nil
-			b.Host, b.Port, _ = t.adv.Advertise(rewrite.Broker, v, b.Host, b.Port)
-			r.NodeEndpoints = append(r.NodeEndpoints[:0], b)
+		r.NodeEndpoints = nil
+		if named {
+			e := kmsg.NewShareAcknowledgeResponseNodeEndpoint()
+			e.NodeID = v
+			e.Host, e.Port, _ = t.adv.Advertise(rewrite.Broker, v, "", 0)
+			r.NodeEndpoints = append(r.NodeEndpoints, e)
 		}
 	}
 }

@@ -377,21 +377,20 @@ func FuzzSinglePortMergeShareFetch(f *testing.F) {
 		}
 		tun := fuzzTunnel()
 		out := tun.mergeShareFetch(req, plan, parts)
+		named := false
 		for _, tp := range out.Topics {
 			for _, p := range tp.Partitions {
 				if id := p.CurrentLeader.LeaderID; id >= 0 && id != tun.virtual {
 					t.Fatalf("partition %d names leader %d", p.Partition, id)
 				}
+				named = named || p.CurrentLeader.LeaderID >= 0
 			}
 		}
-		if len(out.NodeEndpoints) > 1 {
-			t.Fatalf("%d endpoints, want at most the virtual one", len(out.NodeEndpoints))
-		}
+		var eps []shareEndpoint
 		for _, e := range out.NodeEndpoints {
-			if e.NodeID != tun.virtual || e.Host != "gateway" || e.Port != 9092 {
-				t.Fatalf("endpoint %+v", e)
-			}
+			eps = append(eps, shareEndpoint{e.NodeID, e.Host, e.Port})
 		}
+		checkShareEndpoints(t, tun, named, eps)
 		if out.ErrorCode != 0 && len(out.Topics) != 0 {
 			t.Fatalf("a top-level error %d with %d topics", out.ErrorCode, len(out.Topics))
 		}
@@ -402,6 +401,25 @@ func FuzzSinglePortMergeShareFetch(f *testing.F) {
 			t.Fatalf("the merged answer does not decode: %v", err)
 		}
 	})
+}
+
+type shareEndpoint struct {
+	node int32
+	host string
+	port int32
+}
+
+// checkShareEndpoints: a merged share answer that names a leader carries
+// exactly the virtual node's endpoint at the gateway's address; one that
+// names none carries no endpoint.
+func checkShareEndpoints(t *testing.T, tun *tunnel, named bool, eps []shareEndpoint) {
+	t.Helper()
+	switch {
+	case !named && len(eps) != 0:
+		t.Fatalf("no leader named, endpoints %+v", eps)
+	case named && (len(eps) != 1 || eps[0] != shareEndpoint{tun.virtual, "gateway", 9092}):
+		t.Fatalf("a leader named, endpoints %+v, want the virtual one at gateway:9092", eps)
+	}
 }
 
 // FuzzSinglePortMergeShareAck is FuzzSinglePortMergeShareFetch for
@@ -432,18 +450,20 @@ func FuzzSinglePortMergeShareAck(f *testing.F) {
 		}
 		tun := fuzzTunnel()
 		out := tun.mergeShareAck(req, shareFuzzPlan(req), parts)
+		named := false
 		for _, tp := range out.Topics {
 			for _, p := range tp.Partitions {
 				if id := p.CurrentLeader.LeaderID; id >= 0 && id != tun.virtual {
 					t.Fatalf("partition %d names leader %d", p.Partition, id)
 				}
+				named = named || p.CurrentLeader.LeaderID >= 0
 			}
 		}
+		var eps []shareEndpoint
 		for _, e := range out.NodeEndpoints {
-			if e.NodeID != tun.virtual || e.Host != "gateway" || e.Port != 9092 || len(out.NodeEndpoints) > 1 {
-				t.Fatalf("endpoints %+v", out.NodeEndpoints)
-			}
+			eps = append(eps, shareEndpoint{e.NodeID, e.Host, e.Port})
 		}
+		checkShareEndpoints(t, tun, named, eps)
 		enc := out.AppendTo(nil)
 		dec := kmsg.NewPtrShareAcknowledgeResponse()
 		dec.SetVersion(out.Version)
@@ -605,5 +625,71 @@ func TestSharePlanRecordLimitBelowBrokers(t *testing.T) {
 		if r := p.(*kmsg.ShareFetchRequest); len(r.Topics) != 1 || len(r.Topics[0].Partitions[0].AcknowledgementBatches) != 1 {
 			t.Errorf("fetching broker %d lists %+v, want its acknowledged partition", n, r.Topics)
 		}
+	}
+}
+
+// A broker's leader hint (KIP-951) reaches the client as the virtual
+// node, with the virtual node's one endpoint at the gateway's address;
+// an answer naming no leader carries no endpoint.
+func TestShareMergeNodeEndpoints(t *testing.T) {
+	tun := fuzzTunnel()
+	req := shareReq(1, []int32{1}, nil, nil)
+	moved := kmsg.NewPtrShareFetchResponse()
+	tp := kmsg.NewShareFetchResponseTopic()
+	tp.TopicID = shareTopic
+	p := kmsg.NewShareFetchResponseTopicPartition()
+	p.Partition, p.ErrorCode, p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = 1, kerr.NotLeaderForPartition.Code, 2, 3
+	tp.Partitions = append(tp.Partitions, p)
+	moved.Topics = append(moved.Topics, tp)
+	for _, n := range []int32{0, 1, 2} {
+		ne := kmsg.NewShareFetchResponseNodeEndpoint()
+		ne.NodeID, ne.Host, ne.Port = n, fmt.Sprint("broker-", n), 9092+n
+		moved.NodeEndpoints = append(moved.NodeEndpoints, ne)
+	}
+	plan := sharePlan{key: shareMemberKey{"g", "m"}, parts: map[int32]kmsg.Request{0: req, 1: req}, closing: map[int32]bool{}}
+	out := tun.mergeShareFetch(req, plan, map[int32]kmsg.Response{0: kmsg.NewPtrShareFetchResponse(), 1: moved})
+	if len(out.NodeEndpoints) != 1 || out.NodeEndpoints[0].NodeID != tun.virtual || out.NodeEndpoints[0].Host != "gateway" || out.NodeEndpoints[0].Port != 9092 {
+		t.Errorf("endpoints %+v, want the virtual node at gateway:9092", out.NodeEndpoints)
+	}
+	if got := out.Topics[0].Partitions[0].CurrentLeader.LeaderID; got != tun.virtual {
+		t.Errorf("current leader %d, want the virtual node", got)
+	}
+	out = tun.mergeShareFetch(req, plan, map[int32]kmsg.Response{0: kmsg.NewPtrShareFetchResponse(), 1: kmsg.NewPtrShareFetchResponse()})
+	if len(out.NodeEndpoints) != 0 {
+		t.Errorf("no leader named, endpoints %+v", out.NodeEndpoints)
+	}
+}
+
+// The gateway's own NOT_LEADER_OR_FOLLOWER for an acknowledgement it had
+// no session for does not clear the shared cluster view (a client could
+// otherwise clear it on every request); a broker's does.
+func TestShareMergeUnackedKeepsView(t *testing.T) {
+	tun := fuzzTunnel()
+	seed := func() { tun.view.leaders = map[string]map[int32]int32{"t": {0: 1}} }
+	kept := func() bool { _, ok := tun.view.leader("t", 0); return ok }
+	req := shareReq(1, []int32{1}, nil, nil)
+	plan := sharePlan{key: shareMemberKey{"g", "m"}, parts: map[int32]kmsg.Request{0: req}, closing: map[int32]bool{}, unacked: []sharePart{{shareTopic, 9}}}
+	seed()
+	tun.mergeShareFetch(req, plan, map[int32]kmsg.Response{0: kmsg.NewPtrShareFetchResponse()})
+	if !kept() {
+		t.Error("ShareFetch: an undeliverable acknowledgement cleared the view")
+	}
+	ack := kmsg.NewPtrShareAcknowledgeRequest()
+	ack.SetVersion(1)
+	seed()
+	tun.mergeShareAck(ack, sharePlan{parts: map[int32]kmsg.Request{0: ack}, unacked: plan.unacked}, map[int32]kmsg.Response{0: kmsg.NewPtrShareAcknowledgeResponse()})
+	if !kept() {
+		t.Error("ShareAcknowledge: an undeliverable acknowledgement cleared the view")
+	}
+	stale := kmsg.NewPtrShareAcknowledgeResponse()
+	tp := kmsg.NewShareAcknowledgeResponseTopic()
+	p := kmsg.NewShareAcknowledgeResponseTopicPartition()
+	p.ErrorCode = kerr.NotLeaderForPartition.Code
+	tp.Partitions = append(tp.Partitions, p)
+	stale.Topics = append(stale.Topics, tp)
+	seed()
+	tun.mergeShareAck(ack, sharePlan{parts: map[int32]kmsg.Request{0: ack}}, map[int32]kmsg.Response{0: stale})
+	if kept() {
+		t.Error("a broker's NOT_LEADER_OR_FOLLOWER left the view as it was")
 	}
 }

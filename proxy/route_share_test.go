@@ -451,8 +451,9 @@ func TestSinglePortShareErrorReleases(t *testing.T) {
 // on a new session, a ShareAcknowledge at epoch 0, a wrong epoch.
 func TestSinglePortShareHostile(t *testing.T) {
 	const topic, group = "shh", "shh-group"
-	_, srv, scan := startSharePort(t, topic, 3, group)
+	c, srv, scan := startSharePort(t, topic, 3, group)
 	ctx := ctxT(t, 30*time.Second)
+	acks := countNodes(c, kmsg.ShareAcknowledge)
 	cl := newClient(t, srv, nil, kgo.Dialer(scan.dial))
 	adm := kadm.NewClient(cl)
 	md, err := adm.Metadata(ctx, topic)
@@ -489,12 +490,21 @@ func TestSinglePortShareHostile(t *testing.T) {
 		t.Helper()
 		r := kmsg.NewPtrShareAcknowledgeRequest()
 		r.GroupID, r.MemberID, r.ShareSessionEpoch = &g, &m, epoch
+		tp := kmsg.NewShareAcknowledgeRequestTopic() // partition 0, offset 0 (never acquired): the leader answers for it
+		tp.TopicID = id
+		rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+		ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
+		ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = 0, 0, []int8{1}
+		rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ab)
+		tp.Partitions = append(tp.Partitions, rp)
+		r.Topics = append(r.Topics, tp)
 		resp, err := r.RequestWith(ctx, b)
 		if err != nil {
 			t.Fatalf("share acknowledge epoch %d: %v", epoch, err)
 		}
 		return resp
 	}
+	var rightAck *kmsg.ShareAcknowledgeResponse
 	for _, c := range []struct {
 		name string
 		got  int16
@@ -507,13 +517,24 @@ func TestSinglePortShareHostile(t *testing.T) {
 		{"a new session", fetch(0, false).ErrorCode, nil},
 		{"a wrong epoch", fetch(7, false).ErrorCode, kerr.InvalidShareSessionEpoch},
 		{"the right epoch", fetch(1, false).ErrorCode, nil},
-		{"acknowledge at the right epoch", ackReq(2).ErrorCode, nil},
+		{"acknowledge at the right epoch", func() int16 { rightAck = ackReq(2); return rightAck.ErrorCode }(), nil},
 		{"close", fetch(-1, false).ErrorCode, nil},
 		{"after the close", fetch(4, false).ErrorCode, kerr.ShareSessionNotFound},
 	} {
 		if got := kerr.ErrorForCode(c.got); got != c.want && !(c.want == nil && got == nil) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
+	}
+	// The acknowledgement at the right epoch reached partition 0's
+	// leader, which answered for it (the records were never acquired).
+	if len(rightAck.Topics) != 1 || len(rightAck.Topics[0].Partitions) != 1 || rightAck.Topics[0].Partitions[0].ErrorCode == kerr.NotLeaderForPartition.Code {
+		t.Errorf("acknowledge at the right epoch answered %+v, want partition 0 answered by its leader", rightAck.Topics)
+	}
+	acks.mu.Lock()
+	reached := len(acks.seen[int16(kmsg.ShareAcknowledge)])
+	acks.mu.Unlock()
+	if reached != 1 {
+		t.Errorf("ShareAcknowledge reached %d brokers, want partition 0's leader", reached)
 	}
 	scan.assertClean(t)
 }
