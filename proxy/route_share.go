@@ -8,6 +8,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/apis"
+	"github.com/tollgate-kafka/tollgate/wire"
 )
 
 // Single-port share groups (KIP-932). A share consumer holds ONE share
@@ -530,8 +533,9 @@ func followAcks(r *kmsg.ShareFetchRequest, epoch int32, list []sharePart, acks f
 	a := kmsg.NewPtrShareAcknowledgeRequest()
 	// ShareFetch and ShareAcknowledge versions moved together (v1 when
 	// KIP-932 became generally available, v2 for KIP-1222), so a broker
-	// serving the client's ShareFetch version serves this one.
-	a.SetVersion(r.Version)
+	// serving the client's ShareFetch version serves this one; never
+	// above the ShareAcknowledge versions this build encodes.
+	a.SetVersion(min(r.Version, wire.MaxVersion(apis.ShareAcknowledge)))
 	a.GroupID, a.MemberID, a.ShareSessionEpoch = r.GroupID, r.MemberID, epoch
 	for _, p := range list {
 		rp := kmsg.NewShareAcknowledgeRequestTopicPartition()

@@ -38,19 +38,16 @@ func (t *tunnel) scatterShare(plan sharePlan, rep reply, merge func(map[int32]km
 			sends = append(sends, send{followKey(n), n, f})
 		}
 	}
-	// The audit trace records real nodes, so it is fed here, not by the
-	// gather (which sees follow-up keys).
-	g := &gather{got: make(map[int32]kmsg.Response, len(sends)), rep: rep, merge: merge, partial: true}
+	g := &gather{got: make(map[int32]kmsg.Response, len(sends)), rep: rep, merge: merge, partial: true, trace: t.trace, real: map[int32]int32{}}
+	for _, x := range sends {
+		if x.key != x.node {
+			g.real[x.key] = x.node // the trace and the logs name the broker
+		}
+	}
 	g.left.Store(int32(len(sends)))
-	trace := t.trace
 	for _, x := range sends {
 		call := &partCall{node: x.key, req: x.req}
-		call.done = func() {
-			if call.err == nil {
-				trace.add(x.node)
-			}
-			g.finish(t, call.node, call.resp, call.body, call.err)
-		}
+		call.done = func() { g.finish(t, call.node, call.resp, call.body, call.err) }
 		bc, err := t.conn(x.node)
 		queued := false
 		if err == nil {
@@ -322,10 +319,26 @@ func (t *tunnel) virtualShare(resp kmsg.Response) {
 }
 
 // warnShareReset logs (rate-limited: a client can cause it) that an
-// upstream share session failed and the client's was reset.
+// upstream share session failed and the client's was reset; a refusal of
+// what the client itself asked is logged at INFO under its own event.
 func (t *tunnel) warnShareReset(code int16) {
 	if t.s == nil { // the merge fuzz targets run without a session
 		return
 	}
+	if shareClientCaused(code) {
+		t.eventInfo(routeShareRefused, "single-port: an upstream broker refused a share request; the client's session is reset", "conn", t.s.id, "err", kerr.ErrorForCode(code))
+		return
+	}
 	t.event(routeShareReset, "single-port: an upstream share session failed; the client's session is reset", "conn", t.s.id, "err", kerr.ErrorForCode(code))
+}
+
+// shareClientCaused reports the top-level share errors a broker answers
+// for what the request asked (its member id, the client's rights, a
+// group of another type), not for a session the gateway holds.
+func shareClientCaused(code int16) bool {
+	switch code {
+	case kerr.InvalidRequest.Code, kerr.GroupAuthorizationFailed.Code, kerr.TopicAuthorizationFailed.Code, kerr.GroupIDNotFound.Code:
+		return true
+	}
+	return false
 }

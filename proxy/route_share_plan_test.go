@@ -1,12 +1,20 @@
 package proxy
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/apis"
+	"github.com/tollgate-kafka/tollgate/lograte"
+	"github.com/tollgate-kafka/tollgate/wire"
 )
 
 // The share-session planner's rules (route_share.go), step by step over
@@ -691,5 +699,35 @@ func TestShareMergeUnackedKeepsView(t *testing.T) {
 	tun.mergeShareAck(ack, sharePlan{parts: map[int32]kmsg.Request{0: ack}}, map[int32]kmsg.Response{0: stale})
 	if kept() {
 		t.Error("a broker's NOT_LEADER_OR_FOLLOWER left the view as it was")
+	}
+}
+
+// A follow-up acknowledge is never sent at a ShareAcknowledge version
+// this build cannot encode, whatever the client's ShareFetch version.
+func TestShareFollowVersionClamped(t *testing.T) {
+	top := wire.MaxVersion(apis.ShareAcknowledge)
+	r := shareReq(1, []int32{1}, []int32{1}, nil)
+	r.Version = top + 1
+	if got := followAcks(r, 1, []sharePart{{shareTopic, 1}}, fetchAcksOf(r)).Version; got != top {
+		t.Errorf("follow-up at v%d, want v%d", got, top)
+	}
+}
+
+// A follow-up acknowledge that fails is logged with its broker's id, not
+// its gather key (followKey).
+func TestShareFollowFailureNamesBroker(t *testing.T) {
+	lb := &bytes.Buffer{}
+	srv := &Server{nodes: newNodeRegistry()}
+	srv.noisy = lograte.New(slog.New(slog.NewTextHandler(lb, nil)), lograte.Options{})
+	defer srv.noisy.Close()
+	tun := fuzzTunnel()
+	tun.view = newClusterView(srv)
+	tun.s = &session{srv: srv, l: &listener{}, remote: "127.0.0.1:1"}
+	g := &gather{got: map[int32]kmsg.Response{}, rep: func(kmsg.Response, error) {}, partial: true,
+		merge: func(map[int32]kmsg.Response) (kmsg.Response, error) { return nil, nil }, real: map[int32]int32{followKey(2): 2}}
+	g.left.Store(1)
+	g.finish(tun, followKey(2), nil, nil, errors.New("connection reset"))
+	if out := lb.String(); !strings.Contains(out, "node=2 ") || strings.Contains(out, "node=-1002") {
+		t.Errorf("logged %q, want node=2", out)
 	}
 }

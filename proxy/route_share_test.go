@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/tollgate-kafka/tollgate/audit"
 	"github.com/tollgate-kafka/tollgate/configs"
+	"github.com/tollgate-kafka/tollgate/metrics"
 	"github.com/tollgate-kafka/tollgate/proxy"
 )
 
@@ -445,6 +447,62 @@ func TestSinglePortShareErrorReleases(t *testing.T) {
 	scan.assertClean(t)
 }
 
+// rawShare sends hand-made share requests for one member, as a
+// misbehaving client would.
+type rawShare struct {
+	ctx           context.Context
+	b             *kgo.Broker
+	group, member string
+	topic         [16]byte
+}
+
+// fetch is a ShareFetch at epoch for partitions 0-2, each acknowledging
+// offset 0 when ack.
+func (rs *rawShare) fetch(t *testing.T, epoch int32, ack bool) *kmsg.ShareFetchResponse {
+	t.Helper()
+	r := kmsg.NewPtrShareFetchRequest()
+	r.GroupID, r.MemberID, r.ShareSessionEpoch, r.MaxWaitMillis, r.MaxBytes, r.MaxRecords, r.BatchSize = &rs.group, &rs.member, epoch, 10, 1<<20, 10, 10
+	tp := kmsg.NewShareFetchRequestTopic()
+	tp.TopicID = rs.topic
+	for p := range int32(3) {
+		rp := kmsg.NewShareFetchRequestTopicPartition()
+		rp.Partition = p
+		if ack {
+			ab := kmsg.NewShareFetchRequestTopicPartitionAcknowledgementBatch()
+			ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = 0, 0, []int8{1}
+			rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ab)
+		}
+		tp.Partitions = append(tp.Partitions, rp)
+	}
+	r.Topics = append(r.Topics, tp)
+	resp, err := r.RequestWith(rs.ctx, rs.b)
+	if err != nil {
+		t.Fatalf("share fetch epoch %d: %v", epoch, err)
+	}
+	return resp
+}
+
+// ack is a ShareAcknowledge at epoch accepting offset 0 of partition 0
+// (never acquired: its leader answers for it).
+func (rs *rawShare) ack(t *testing.T, epoch int32) *kmsg.ShareAcknowledgeResponse {
+	t.Helper()
+	r := kmsg.NewPtrShareAcknowledgeRequest()
+	r.GroupID, r.MemberID, r.ShareSessionEpoch = &rs.group, &rs.member, epoch
+	tp := kmsg.NewShareAcknowledgeRequestTopic()
+	tp.TopicID = rs.topic
+	rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
+	ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = 0, 0, []int8{1}
+	rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ab)
+	tp.Partitions = append(tp.Partitions, rp)
+	r.Topics = append(r.Topics, tp)
+	resp, err := r.RequestWith(rs.ctx, rs.b)
+	if err != nil {
+		t.Fatalf("share acknowledge epoch %d: %v", epoch, err)
+	}
+	return resp
+}
+
 // TestSinglePortShareHostile: share requests a broker would refuse are
 // refused by the gateway the same way, on a connection that stays
 // usable: an incremental or closing epoch with no session, acknowledgements
@@ -460,50 +518,9 @@ func TestSinglePortShareHostile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := md.Topics[topic].ID
-	b := cl.Broker(testVirtual)
-	g, m := group, "member-1"
-	fetch := func(epoch int32, ack bool) *kmsg.ShareFetchResponse {
-		t.Helper()
-		r := kmsg.NewPtrShareFetchRequest()
-		r.GroupID, r.MemberID, r.ShareSessionEpoch, r.MaxWaitMillis, r.MaxBytes, r.MaxRecords, r.BatchSize = &g, &m, epoch, 10, 1<<20, 10, 10
-		tp := kmsg.NewShareFetchRequestTopic()
-		tp.TopicID = id
-		for p := range int32(3) {
-			rp := kmsg.NewShareFetchRequestTopicPartition()
-			rp.Partition = p
-			if ack {
-				ab := kmsg.NewShareFetchRequestTopicPartitionAcknowledgementBatch()
-				ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = 0, 0, []int8{1}
-				rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ab)
-			}
-			tp.Partitions = append(tp.Partitions, rp)
-		}
-		r.Topics = append(r.Topics, tp)
-		resp, err := r.RequestWith(ctx, b)
-		if err != nil {
-			t.Fatalf("share fetch epoch %d: %v", epoch, err)
-		}
-		return resp
-	}
-	ackReq := func(epoch int32) *kmsg.ShareAcknowledgeResponse {
-		t.Helper()
-		r := kmsg.NewPtrShareAcknowledgeRequest()
-		r.GroupID, r.MemberID, r.ShareSessionEpoch = &g, &m, epoch
-		tp := kmsg.NewShareAcknowledgeRequestTopic() // partition 0, offset 0 (never acquired): the leader answers for it
-		tp.TopicID = id
-		rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
-		ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
-		ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = 0, 0, []int8{1}
-		rp.AcknowledgementBatches = append(rp.AcknowledgementBatches, ab)
-		tp.Partitions = append(tp.Partitions, rp)
-		r.Topics = append(r.Topics, tp)
-		resp, err := r.RequestWith(ctx, b)
-		if err != nil {
-			t.Fatalf("share acknowledge epoch %d: %v", epoch, err)
-		}
-		return resp
-	}
+	raw := &rawShare{ctx: ctx, b: cl.Broker(testVirtual), group: group, member: "member-1", topic: md.Topics[topic].ID}
+	fetch := func(epoch int32, ack bool) *kmsg.ShareFetchResponse { return raw.fetch(t, epoch, ack) }
+	ackReq := func(epoch int32) *kmsg.ShareAcknowledgeResponse { return raw.ack(t, epoch) }
 	var rightAck *kmsg.ShareAcknowledgeResponse
 	for _, c := range []struct {
 		name string
@@ -537,6 +554,59 @@ func TestSinglePortShareHostile(t *testing.T) {
 		t.Errorf("ShareAcknowledge reached %d brokers, want partition 0's leader", reached)
 	}
 	scan.assertClean(t)
+}
+
+// TestSinglePortShareRefusedCounted: a share request a broker refuses
+// for what it asked (an empty member id: INVALID_REQUEST) reaches the
+// client as the broker's error, is counted as a request with
+// outcome="error" and as a share_request_refused event (not as a lost
+// session), and is logged at INFO, not WARN.
+func TestSinglePortShareRefusedCounted(t *testing.T) {
+	const topic = "shref"
+	reg := prometheus.NewRegistry()
+	lb := &logBuffer{}
+	_, srv, _ := startSinglePort(t, topic, 3, withLog(lb), func(o *proxy.Options) { o.Hooks = metrics.New(reg) })
+	ctx := ctxT(t, 30*time.Second)
+	cl := newClient(t, srv, nil)
+	md, err := kadm.NewClient(cl).Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, empty := "shref-group", ""
+	r := kmsg.NewPtrShareFetchRequest()
+	r.GroupID, r.MemberID, r.MaxWaitMillis, r.MaxBytes, r.MaxRecords, r.BatchSize = &g, &empty, 1, 1<<20, 10, 10
+	tp := kmsg.NewShareFetchRequestTopic()
+	tp.TopicID = md.Topics[topic].ID
+	for p := range int32(3) {
+		rp := kmsg.NewShareFetchRequestTopicPartition()
+		rp.Partition = p
+		tp.Partitions = append(tp.Partitions, rp)
+	}
+	r.Topics = append(r.Topics, tp)
+	resp, err := r.RequestWith(ctx, cl.Broker(testVirtual))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("an empty member id: %v, want INVALID_REQUEST", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	waitFor(t, ctx, "the request accounted", func() bool {
+		return counterValue(t, reg, "tollgate_requests_total", map[string]string{"api": "ShareFetch", "outcome": "error"}) == 1
+	})
+	if got := counterValue(t, reg, "tollgate_single_port_events_total", map[string]string{"event": "share_request_refused"}); got != 1 {
+		t.Errorf("share_request_refused counted %v, want 1", got)
+	}
+	if got := counterValue(t, reg, "tollgate_single_port_events_total", map[string]string{"event": "share_session_reset"}); got != 0 {
+		t.Errorf("share_session_reset counted %v, want 0", got)
+	}
+	for _, line := range strings.Split(lb.String(), "\n") {
+		if strings.Contains(line, "single_port_share_request_refused") && !strings.Contains(line, "level=INFO") {
+			t.Errorf("logged as %q, want INFO", line)
+		}
+	}
+	if !strings.Contains(lb.String(), "single_port_share_request_refused") {
+		t.Error("the refusal was not logged")
+	}
 }
 
 // TestSinglePortShareBrokerRemoved: a broker leaves the cluster (kfake
@@ -623,44 +693,16 @@ func TestSinglePortShareOffered(t *testing.T) {
 // delivered once and acknowledged, with no acknowledgement error.
 func TestSinglePortShareAckFollowsOpen(t *testing.T) {
 	const topic, group, parts, n = "shf", "shf-group", 2, 40
-	c := startUpstream(t, 3, kfake.SeedTopics(parts, topic), kfake.BrokerConfigs(map[string]string{
-		"group.share.record.lock.duration.ms": defaultShareLock,
-		"share.record.lock.sweep.interval.ms": "100",
-	}))
-	for p := range int32(parts) {
-		if err := c.MoveTopicPartition(topic, p, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.SetGroupConfigs(group, map[string]string{"share.auto.offset.reset": "earliest"})
-	sink := &syncBuffer{}
-	trail, err := audit.New(configs.Audit{Level: "full", Mode: "best-effort", Queue: 10000}, nil, audit.WithSink(sink))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { trail.Close() }) // after the gateway's cleanup (LIFO)
-	srv := startGateway(t, c, func(o *proxy.Options) {
-		o.Listeners[0].SinglePort = &proxy.SinglePortOptions{VirtualNode: testVirtual}
-		o.Audit = trail
-	})
-	scan := &nodeScanner{virtual: testVirtual, addr: srv.Addr(0).String()}
+	c, srv, scan, sink := startShareOnOneBroker(t, topic, parts, group)
 	ctx := ctxT(t, 60*time.Second)
-	var mu sync.Mutex
-	acksAt := map[int32]int{} // ShareAcknowledge requests per broker
-	c.ControlKey(int16(kmsg.ShareAcknowledge), func(kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		mu.Lock()
-		acksAt[c.CurrentNode()]++
-		mu.Unlock()
-		return nil, nil, false
-	})
+	acksAt := countNodes(c, kmsg.ShareAcknowledge)
 	produceValues(ctx, t, srv, topic, n)
 	st := newShareTally()
 	st.noFlush = true // acknowledgements ride on the next ShareFetch
 	cl := newShareConsumer(t, srv, scan, topic, group, st)
 	adm := kadm.NewClient(newClient(t, srv, nil, kgo.Dialer(scan.dial)))
 	moved := false
-	move := func() {
+	move := func() { // after the first poll: partition 1 to broker 1
 		if moved {
 			return
 		}
@@ -682,6 +724,49 @@ func TestSinglePortShareAckFollowsOpen(t *testing.T) {
 	waitShareAcked(ctx, t, adm, group, topic, parts, n/parts)
 	stop()
 	wg.Wait()
+	st.assertOnce(t, n)
+	acksAt.mu.Lock()
+	if acksAt.seen[int16(kmsg.ShareAcknowledge)][1] == 0 { // the client sends none itself here: the gateway's follow-up
+		t.Errorf("no ShareAcknowledge reached broker 1 (%v)", acksAt.seen)
+	}
+	acksAt.mu.Unlock()
+	assertShareFetchAudit(t, sink)
+	scan.assertClean(t)
+}
+
+// startShareOnOneBroker is a single-port gateway, with a full audit
+// trail, over a 3-broker kfake whose partitions of topic all lead on
+// broker 0 (Kafka's default acquisition lock: each record is delivered
+// once).
+func startShareOnOneBroker(t *testing.T, topic string, parts int32, group string) (*kfake.Cluster, *proxy.Server, *nodeScanner, *syncBuffer) {
+	t.Helper()
+	c := startUpstream(t, 3, kfake.SeedTopics(parts, topic), kfake.BrokerConfigs(map[string]string{
+		"group.share.record.lock.duration.ms": defaultShareLock,
+		"share.record.lock.sweep.interval.ms": "100",
+	}))
+	for p := range parts {
+		if err := c.MoveTopicPartition(topic, p, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.SetGroupConfigs(group, map[string]string{"share.auto.offset.reset": "earliest"})
+	sink := &syncBuffer{}
+	trail, err := audit.New(configs.Audit{Level: "full", Mode: "best-effort", Queue: 10000}, nil, audit.WithSink(sink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { trail.Close() }) // after the gateway's cleanup (LIFO)
+	srv := startGateway(t, c, func(o *proxy.Options) {
+		o.Listeners[0].SinglePort = &proxy.SinglePortOptions{VirtualNode: testVirtual}
+		o.Audit = trail
+	})
+	return c, srv, &nodeScanner{virtual: testVirtual, addr: srv.Addr(0).String()}, sink
+}
+
+// assertOnce: every one of n records was delivered exactly once, and no
+// acknowledgement failed.
+func (st *shareTally) assertOnce(t *testing.T, n int) {
+	t.Helper()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for i := range n {
@@ -692,13 +777,13 @@ func TestSinglePortShareAckFollowsOpen(t *testing.T) {
 	for _, err := range st.ackErrs {
 		t.Errorf("acknowledgement failed: %v", err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if acksAt[1] == 0 { // the client sends none itself here: the gateway's follow-up
-		t.Errorf("no ShareAcknowledge reached broker 1 (%v)", acksAt)
-	}
-	// Audit records name real upstream brokers only (the follow-up is
-	// recorded as its broker), and some ShareFetch reached both.
+}
+
+// assertShareFetchAudit: the ShareFetch audit records name real upstream
+// brokers only (a follow-up is recorded as its broker), and one reached
+// brokers 0 and 1.
+func assertShareFetchAudit(t *testing.T, sink *syncBuffer) {
+	t.Helper()
 	both := false
 	for _, r := range sink.records(t) {
 		if r.API != "ShareFetch" {
@@ -714,7 +799,6 @@ func TestSinglePortShareAckFollowsOpen(t *testing.T) {
 	if !both {
 		t.Error("no ShareFetch audit record names brokers 0 and 1")
 	}
-	scan.assertClean(t)
 }
 
 // TestSinglePortShareRecordLimit: a kgo share consumer in strict
