@@ -31,10 +31,13 @@ import (
 //
 // Every broker whose session holds partitions gets a part on each client
 // ShareFetch (each part's long poll capped at fetchPartWait when there
-// are several). Acknowledgements go to the partition's leader. A
-// top-level error from any part (INVALID_SHARE_SESSION_EPOCH,
-// SHARE_SESSION_NOT_FOUND, ...) reaches the client and breaks the
-// gateway's session, so the client's next epoch 0 rebuilds all of it.
+// are several; in KIP-1206 record-limit mode at most MaxRecords of them
+// fetch, recordLimitIdle). Acknowledgements go to the partition's
+// leader. A top-level error from any part (INVALID_SHARE_SESSION_EPOCH,
+// SHARE_SESSION_NOT_FOUND, ...) reaches the client and ends the
+// gateway's session, closing its upstream sessions (dropShare, which
+// releases what they acquired), so the client's next epoch 0 rebuilds
+// all of it.
 //
 // Kafka refuses acknowledgements on a session's first request (epoch 0),
 // and ShareAcknowledge cannot open one: acknowledgements for a broker
