@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"syscall"
 	"time"
 
 	"github.com/tollgate-kafka/tollgate/rewrite"
@@ -391,10 +392,19 @@ func (c clientWriter) ReadFrom(r io.Reader) (int64, error) {
 		return io.Copy(struct{ io.Writer }{c}, r)
 	}
 	n, err := rf.ReadFrom(r)
-	if err != nil && !errors.Is(err, io.EOF) {
-		// ReadFrom cannot tell which side failed; a read error from the
-		// upstream closes the upstream too, so either way the session ends.
-		err = fmt.Errorf("relay Fetch records: %w", err)
+	return n, relayErr(err)
+}
+
+// relayErr classes a splice's error. ReadFrom does not say which side
+// failed, but EPIPE only comes from writing to a socket whose peer has
+// gone, so it is the client's; any other error (ECONNRESET can be
+// either side) stays the upstream's, and either way the session ends.
+func relayErr(err error) error {
+	switch {
+	case err == nil || errors.Is(err, io.EOF):
+		return err
+	case errors.Is(err, syscall.EPIPE):
+		return clientWriteErr{fmt.Errorf("relay Fetch records: %w", err)}
 	}
-	return n, err
+	return fmt.Errorf("relay Fetch records: %w", err)
 }
