@@ -83,6 +83,7 @@ type shareState struct {
 // shareClose is one upstream session to close (epoch -1, which releases
 // the records it acquired).
 type shareClose struct {
+	key  shareMemberKey
 	node int32
 	req  kmsg.Request
 }

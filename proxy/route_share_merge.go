@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -120,7 +122,7 @@ func (st *shareState) dropShare(plan sharePlan, m map[int32]kmsg.Response, close
 		if part, sent := plan.parts[n]; sent && !plan.closing[n] && !sessionSurvives(part, m[n]) {
 			continue
 		}
-		st.closes = append(st.closes, shareClose{node: n, req: closeReq})
+		st.closes = append(st.closes, shareClose{key: plan.key, node: n, req: closeReq})
 	}
 }
 
@@ -155,6 +157,14 @@ func (t *tunnel) sendShareCloses() {
 	st.mu.Lock()
 	closes := st.closes
 	st.closes = nil
+	// A close queued while the read loop was already opening a new
+	// session for the member (a client that reset before it read the
+	// error) would end that one: the new session's epoch 0 replaced the
+	// old upstream session already.
+	closes = slices.DeleteFunc(closes, func(c shareClose) bool {
+		s := st.sessions[c.key]
+		return s != nil && s.brokers[c.node] != nil
+	})
 	st.mu.Unlock()
 	for _, c := range closes {
 		bc, ok := t.conns[c.node]

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -731,3 +734,61 @@ func TestShareFollowFailureNamesBroker(t *testing.T) {
 		t.Errorf("logged %q, want node=2", out)
 	}
 }
+
+// A close queued for a dropped session goes to its broker before the
+// next request, but not to a broker where the member's new session
+// already holds an upstream session (the client reset before it read
+// the error; its epoch 0 replaced the old one).
+func TestShareCloseSkipsReopened(t *testing.T) {
+	tun := fuzzTunnel()
+	st := tun.shares()
+	key := shareMemberKey{"g", "m"}
+	conn := &writeRecorder{closed: make(chan struct{})}
+	bc := newBrokerConn(0, conn, "test")
+	defer bc.close()
+	tun.conns = map[int32]*brokerConn{0: bc}
+	queue := func() {
+		st.closes = []shareClose{{key: key, node: 0, req: closeShareFetch(shareReq(1, nil, nil, nil))}}
+	}
+	st.planShareFetch(key, shareReq(0, []int32{0}, nil, nil), leadersOf(map[int32]int32{0: 0}))
+	queue()
+	tun.sendShareCloses()
+	if n := conn.writes(); n != 0 {
+		t.Errorf("a close reached the broker holding the new session (%d writes)", n)
+	}
+	delete(st.sessions, key)
+	queue()
+	tun.sendShareCloses()
+	if n := conn.writes(); n != 1 {
+		t.Errorf("%d writes, want the close", n)
+	}
+}
+
+// writeRecorder is a net.Conn that counts writes and never answers.
+type writeRecorder struct {
+	mu     sync.Mutex
+	n      int
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (w *writeRecorder) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.n++
+	return len(b), nil
+}
+
+func (w *writeRecorder) writes() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n
+}
+
+func (w *writeRecorder) Read([]byte) (int, error)         { <-w.closed; return 0, net.ErrClosed }
+func (w *writeRecorder) Close() error                     { w.once.Do(func() { close(w.closed) }); return nil }
+func (w *writeRecorder) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (w *writeRecorder) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (w *writeRecorder) SetDeadline(time.Time) error      { return nil }
+func (w *writeRecorder) SetReadDeadline(time.Time) error  { return nil }
+func (w *writeRecorder) SetWriteDeadline(time.Time) error { return nil }
