@@ -10,3 +10,12 @@ func BudgetForTest(s *Server) (avail int64, waiting int) {
 	defer s.budget.mu.Unlock()
 	return s.budget.avail, s.budget.waiting
 }
+
+// CoordCacheForTest reports how many coordinators the single-port
+// cluster view caches, and its bound.
+func CoordCacheForTest(s *Server) (cached, bound int) {
+	v := s.clusterView()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.coords.len(), coordCacheSize
+}

@@ -94,6 +94,9 @@ func (s *session) stageRoute(r *request) (bool, error) {
 	}
 	req, err := s.routedRequest(r)
 	if err != nil {
+		if !r.expectResponse { // the entry stage left its accounting to this stage
+			s.acksZeroDone(r.h, r.obs)
+		}
 		return true, err
 	}
 	var tr *routeTrace // only for a request the audit trail records
@@ -344,9 +347,38 @@ func (t *tunnel) one(node int32, req kmsg.Request, rep reply, post func(kmsg.Res
 
 // routeAny sends the whole request to any upstream broker.
 func (t *tunnel) routeAny(req kmsg.Request, rep reply) error {
-	node, err := t.view.anyBroker()
+	node, err := t.reachableBroker()
 	if err != nil {
 		return err
 	}
 	return t.one(node, req, rep, t.virtualize)
+}
+
+// reachableBroker picks a broker for a request any broker can answer,
+// passing over one that cannot be dialled: a broker that left the
+// cluster stays in the view's list until the next Metadata answer, which
+// the failed dial asks for (refresh), so a client connecting after a
+// broker left is not closed for it.
+func (t *tunnel) reachableBroker() (int32, error) {
+	var errs []error
+	for range max(1, len(t.view.liveBrokers())) {
+		node, err := t.view.anyBroker()
+		if err != nil {
+			return 0, err
+		}
+		_, err = t.conn(node)
+		if err == nil {
+			return node, nil
+		}
+		errs = append(errs, err)
+		t.event(routePartFailed, "single-port: an upstream broker could not be dialled; trying another", "node", node, "err", err)
+		t.view.invalidate(true, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), t.s.srv.opts.DialTimeout)
+		err = t.view.refresh(ctx)
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return 0, errors.Join(errs...)
 }

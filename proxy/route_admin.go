@@ -205,24 +205,6 @@ func mergeDescribeLogDirs(r *kmsg.DescribeLogDirsRequest, m map[int32]kmsg.Respo
 	return out
 }
 
-// splitByCoordinatorKind groups ids by their coordinator of kind (group
-// or transaction). An id whose coordinator cannot be found goes to failed
-// (logged rate-limited: a client can name ids at will).
-func splitByCoordinatorKind[T any](t *tunnel, kind int8, items []T, id func(*T) string) (by map[int32][]T, failed []T) {
-	by = map[int32][]T{}
-	for i := range items {
-		n, err := t.coordinatorFor(coordKey{kind, id(&items[i])})
-		if err != nil {
-			t.event(routeCoordinatorLookup, "single-port: coordinator lookup failed; answered COORDINATOR_NOT_AVAILABLE",
-				"conn", t.s.id, "key", id(&items[i]), "err", err)
-			failed = append(failed, items[i])
-			continue
-		}
-		by[n] = append(by[n], items[i])
-	}
-	return by, failed
-}
-
 // movedCode reports the errors that say a coordinator moved.
 func movedCode(c int16) bool {
 	return c == kerr.NotCoordinator.Code || c == kerr.CoordinatorNotAvailable.Code
@@ -238,6 +220,7 @@ func (t *tunnel) routeConsumerGroupDescribe(r *kmsg.ConsumerGroupDescribeRequest
 	}
 	return t.scatterOrAnswer(parts, rep, func(m map[int32]kmsg.Response) (kmsg.Response, error) {
 		out := r.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
+		failed := append(failed, unreachedIDs(t, groupKey, by, m, func(g *string) string { return *g })...)
 		for _, n := range sortedNodes(m) {
 			x := m[n].(*kmsg.ConsumerGroupDescribeResponse)
 			out.ThrottleMillis = max(out.ThrottleMillis, x.ThrottleMillis)
@@ -267,6 +250,7 @@ func (t *tunnel) routeDescribeTransactions(r *kmsg.DescribeTransactionsRequest, 
 	}
 	return t.scatterOrAnswer(parts, rep, func(m map[int32]kmsg.Response) (kmsg.Response, error) {
 		out := r.ResponseKind().(*kmsg.DescribeTransactionsResponse)
+		failed := append(failed, unreachedIDs(t, txnKey, by, m, func(id *string) string { return *id })...)
 		for _, n := range sortedNodes(m) {
 			x := m[n].(*kmsg.DescribeTransactionsResponse)
 			out.ThrottleMillis = max(out.ThrottleMillis, x.ThrottleMillis)

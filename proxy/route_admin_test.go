@@ -150,8 +150,26 @@ func TestSinglePortDescribeProducers(t *testing.T) {
 // described by its coordinator; an id whose coordinator lookup fails
 // upstream is COORDINATOR_NOT_AVAILABLE, the others still described.
 func TestSinglePortTransactionAdmin(t *testing.T) {
-	const topic = "ta"
+	const topic, lost = "ta", "ta-no-coordinator"
 	c, srv, scan := startSinglePort(t, topic, 3)
+	ids, pids := openTransactionsOnEveryCoordinator(t, c, srv, topic)
+	failCoordinatorLookup(c, lost)
+	lists := countNodes(c, kmsg.ListTransactions, kmsg.DescribeTransactions)
+	cl := newClient(t, srv, nil, kgo.Dialer(scan.dial))
+	wantState := map[string]string{ids[0]: "Ongoing", ids[1]: "Ongoing", ids[2]: "Empty"}
+	checkListTransactions(t, cl, ids, pids, wantState)
+	checkDescribeTransactions(t, cl, topic, ids, pids, wantState)
+	checkLostTransactionCoordinator(t, cl, ids[0], lost)
+	lists.assertAll(t, 3)
+	checkTransactionCoordinatorsMove(t, c, cl, ids)
+	scan.assertClean(t)
+}
+
+// openTransactionsOnEveryCoordinator opens a transaction for an id on
+// each coordinator, writing to partition i for the i-th, and commits the
+// third (Empty); it returns the ids and their producer ids.
+func openTransactionsOnEveryCoordinator(t *testing.T, c *kfake.Cluster, srv *proxy.Server, topic string) ([]string, map[string]int64) {
+	t.Helper()
 	ctx := ctxT(t, 60*time.Second)
 	ids := keysOnEveryCoordinator(t, c, "ta-txn")
 	pids := map[string]int64{}
@@ -162,29 +180,43 @@ func TestSinglePortTransactionAdmin(t *testing.T) {
 			t.Fatal(err)
 		}
 		pids[id] = pid
-		if i == 2 { // the third one's transaction is committed: Empty
+		if i == 2 {
 			if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	const lost = "ta-no-coordinator"
+	return ids, pids
+}
+
+// failCoordinatorLookup makes kfake answer FindCoordinator for key alone
+// (v3, or v4+ naming only it) with COORDINATOR_NOT_AVAILABLE.
+func failCoordinatorLookup(c *kfake.Cluster, key string) {
 	c.ControlKey(int16(kmsg.FindCoordinator), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		r := req.(*kmsg.FindCoordinatorRequest)
-		if r.CoordinatorKey != lost {
+		resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		switch {
+		case r.Version <= 3 && r.CoordinatorKey == key:
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		case r.Version >= 4 && slices.Equal(r.CoordinatorKeys, []string{key}):
+			sc := kmsg.NewFindCoordinatorResponseCoordinator()
+			sc.Key, sc.ErrorCode = key, kerr.CoordinatorNotAvailable.Code
+			resp.Coordinators = append(resp.Coordinators, sc)
+		default:
 			return nil, nil, false
 		}
-		resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return resp, nil, true
 	})
-	lists := countNodes(c, kmsg.ListTransactions, kmsg.DescribeTransactions)
-	cl := newClient(t, srv, nil, kgo.Dialer(scan.dial))
-	adm := kadm.NewClient(cl)
+}
 
-	virtual := cl.Broker(testVirtual) // asked directly: kgo's own sharded Request would merge answers itself
-	raw, err := virtual.Request(ctx, kmsg.NewPtrListTransactionsRequest())
+// checkListTransactions: the virtual node's ListTransactions lists each
+// id once (asked directly: kgo's own sharded Request would merge answers
+// itself), and kadm sees each with its producer and state.
+func checkListTransactions(t *testing.T, cl *kgo.Client, ids []string, pids map[string]int64, wantState map[string]string) {
+	t.Helper()
+	ctx := ctxT(t, 30*time.Second)
+	raw, err := cl.Broker(testVirtual).Request(ctx, kmsg.NewPtrListTransactionsRequest())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,19 +230,23 @@ func TestSinglePortTransactionAdmin(t *testing.T) {
 			t.Errorf("ListTransactions lists %s %d times, want once: %+v", id, seen[id], listedRaw.TransactionStates)
 		}
 	}
-	listed, err := adm.ListTransactions(ctx, nil, nil)
+	listed, err := kadm.NewClient(cl).ListTransactions(ctx, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantState := map[string]string{ids[0]: "Ongoing", ids[1]: "Ongoing", ids[2]: "Empty"}
 	for _, id := range ids {
 		l, ok := listed[id]
 		if !ok || l.ProducerID != pids[id] || l.State != wantState[id] {
 			t.Errorf("listed %s: %+v (present %v), want producer %d %s", id, l, ok, pids[id], wantState[id])
 		}
 	}
+}
 
-	described, err := adm.DescribeTransactions(ctx, ids...)
+// checkDescribeTransactions: kadm describes each id at the virtual
+// coordinator, with its partition while the transaction is open.
+func checkDescribeTransactions(t *testing.T, cl *kgo.Client, topic string, ids []string, pids map[string]int64, wantState map[string]string) {
+	t.Helper()
+	described, err := kadm.NewClient(cl).DescribeTransactions(ctxT(t, 30*time.Second), ids...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,9 +260,15 @@ func TestSinglePortTransactionAdmin(t *testing.T) {
 			t.Errorf("described %s: topics %v, want %s[%d] while ongoing", id, d.Topics, topic, i)
 		}
 	}
+}
+
+// checkLostTransactionCoordinator: an id whose coordinator lookup fails
+// upstream is COORDINATOR_NOT_AVAILABLE, the other still described.
+func checkLostTransactionCoordinator(t *testing.T, cl *kgo.Client, ok, lost string) {
+	t.Helper()
 	req := kmsg.NewPtrDescribeTransactionsRequest()
-	req.TransactionalIDs = []string{ids[0], lost}
-	resp, err := virtual.Request(ctx, req)
+	req.TransactionalIDs = []string{ok, lost}
+	resp, err := cl.Broker(testVirtual).Request(ctxT(t, 30*time.Second), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,12 +276,16 @@ func TestSinglePortTransactionAdmin(t *testing.T) {
 	for _, s := range resp.(*kmsg.DescribeTransactionsResponse).TransactionStates {
 		codes[s.TransactionalID] = s.ErrorCode
 	}
-	if len(codes) != 2 || codes[ids[0]] != 0 || codes[lost] != kerr.CoordinatorNotAvailable.Code {
-		t.Errorf("describe with a lost coordinator: codes %v, want %s ok and %s COORDINATOR_NOT_AVAILABLE", codes, ids[0], lost)
+	if len(codes) != 2 || codes[ok] != 0 || codes[lost] != kerr.CoordinatorNotAvailable.Code {
+		t.Errorf("describe with a lost coordinator: codes %v, want %s ok and %s COORDINATOR_NOT_AVAILABLE", codes, ok, lost)
 	}
-	lists.assertAll(t, 3)
-	// The coordinators move: a NOT_COORDINATOR answer makes the gateway
-	// look again, so the second request reaches every new coordinator.
+}
+
+// checkTransactionCoordinatorsMove: the coordinators move; a
+// NOT_COORDINATOR answer makes the gateway look again, so the second
+// request reaches every new coordinator.
+func checkTransactionCoordinatorsMove(t *testing.T, c *kfake.Cluster, cl *kgo.Client, ids []string) {
+	t.Helper()
 	c.RehashCoordinators()
 	if c.CoordinatorFor(ids[0]) == 0 && c.CoordinatorFor(ids[1]) == 1 && c.CoordinatorFor(ids[2]) == 2 {
 		t.Fatal("no transaction coordinator moved on a rehash")
@@ -247,7 +293,7 @@ func TestSinglePortTransactionAdmin(t *testing.T) {
 	for round := range 2 {
 		req := kmsg.NewPtrDescribeTransactionsRequest()
 		req.TransactionalIDs = ids
-		resp, err := virtual.Request(ctx, req)
+		resp, err := cl.Broker(testVirtual).Request(ctxT(t, 30*time.Second), req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +303,6 @@ func TestSinglePortTransactionAdmin(t *testing.T) {
 			}
 		}
 	}
-	scan.assertClean(t)
 }
 
 // TestSinglePortLogDirs: DescribeLogDirs fans out to every broker; the

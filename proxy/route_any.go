@@ -54,7 +54,7 @@ func (t *tunnel) routeAnyBroker(req kmsg.Request, rep reply) error {
 		}
 		return t.one(node, req, rep, t.virtualize)
 	}
-	node, err := t.view.anyBroker()
+	node, err := t.reachableBroker()
 	if err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func (t *tunnel) telemetryBroker() (int32, error) {
 	if t.telemetryNode != nil && slices.Contains(t.view.liveBrokers(), *t.telemetryNode) {
 		return *t.telemetryNode, nil
 	}
-	node, err := t.view.anyBroker()
+	node, err := t.reachableBroker()
 	if err != nil {
 		return 0, err
 	}

@@ -69,10 +69,23 @@ var coordinatorKeys = map[int16]bool{apis.OffsetCommit: true, apis.OffsetFetch: 
 	apis.TxnOffsetCommit: true, apis.ConsumerGroupHeartbeat: true, apis.InitProducerID: true, apis.AddPartitionsToTxn: true,
 	apis.AddOffsetsToTxn: true, apis.EndTxn: true}
 
+// coordinatorFor returns k's coordinator, counting the upstream lookups.
 func (t *tunnel) coordinatorFor(k coordKey) (int32, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), t.s.srv.opts.DialTimeout)
 	defer cancel()
-	return t.view.coordinator(ctx, k)
+	n, asked, err := t.view.coordinator(ctx, k)
+	t.count(routeFindCoordinator, asked)
+	return n, err
+}
+
+// coordinatorsFor returns the coordinators of keys (one kind): one
+// upstream round trip for all the uncached ones (route_coordinators.go).
+func (t *tunnel) coordinatorsFor(kind int8, keys []string) (found map[string]int32, failed map[string]error) {
+	ctx, cancel := context.WithTimeout(context.Background(), t.s.srv.opts.DialTimeout)
+	defer cancel()
+	found, failed, asked := t.view.coordinators(ctx, kind, keys)
+	t.count(routeFindCoordinator, asked)
+	return found, failed
 }
 
 // routeCoordinator sends a coordinator request to its coordinator.

@@ -10,6 +10,9 @@ const (
 	routeShareLimit        = "share_session_limit"   // a connection asked for more share sessions than the gateway keeps
 	routeShareReset        = "share_session_reset"   // an upstream share session failed; the client's session is reset
 	routeShareRefused      = "share_request_refused" // a broker refused what a share request asked (INVALID_REQUEST, authorization, ...); the client's session is reset
+	// routeFindCoordinator is not trouble: each FindCoordinator round
+	// trip the cluster view sends upstream, counted (count) and not logged.
+	routeFindCoordinator = "find_coordinator"
 )
 
 // RouteHooks is implemented by Hooks that count single-port routing
@@ -34,4 +37,15 @@ func (t *tunnel) eventInfo(event, msg string, attrs ...any) {
 		h.SinglePortEvent(t.s.l.opts.Name, event)
 	}
 	t.s.srv.noisy.Info("single_port_"+event, t.s.remote, msg, attrs...)
+}
+
+// count counts n of an event that is not logged (routeFindCoordinator).
+func (t *tunnel) count(event string, n int) {
+	h, counts := t.s.srv.opts.Hooks.(RouteHooks)
+	if !counts {
+		return
+	}
+	for range n {
+		h.SinglePortEvent(t.s.l.opts.Name, event)
+	}
 }

@@ -8,8 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/apis"
 )
 
 // clusterView is what single-port routing knows of the upstream cluster:
@@ -26,13 +27,16 @@ type clusterView struct {
 	mu          sync.Mutex
 	leaders     map[string]map[int32]int32 // topic → partition → leader
 	ids         map[[16]byte]string        // topic id → name
-	coords      map[coordKey]int32
+	coords      *coordCache                // bounded (coordCacheSize), least recently used evicted
 	lastRefresh time.Time
 	brokers     []int32 // the brokers of the latest Metadata answer (the live cluster)
 	next        int     // round robin over brokers for AnyBroker requests
 
-	rtMu sync.Mutex  // one lookup at a time (lookups are rare); guards conn
+	rtMu sync.Mutex  // one lookup at a time (lookups are rare); guards conn and findMax
 	conn *brokerConn // the view's own upstream connection
+	// findMax is the highest FindCoordinator version conn's broker
+	// offers (its ApiVersions answer), learned on each dial.
+	findMax int16
 }
 
 type coordKey struct {
@@ -45,7 +49,7 @@ type coordKey struct {
 const viewMinRefresh = 200 * time.Millisecond
 
 func newClusterView(s *Server) *clusterView {
-	return &clusterView{srv: s, leaders: map[string]map[int32]int32{}, ids: map[[16]byte]string{}, coords: map[coordKey]int32{}}
+	return &clusterView{srv: s, leaders: map[string]map[int32]int32{}, ids: map[[16]byte]string{}, coords: newCoordCache(coordCacheSize)}
 }
 
 // learnMetadata records the leaders, topic ids and brokers of an upstream
@@ -123,7 +127,7 @@ func (v *clusterView) invalidate(leaders bool, coord *coordKey) {
 		v.leaders = map[string]map[int32]int32{}
 	}
 	if coord != nil {
-		delete(v.coords, *coord)
+		v.coords.forget(*coord)
 	}
 }
 
@@ -152,44 +156,54 @@ func (v *clusterView) anyBroker() (int32, error) {
 	return nodes[v.next%len(nodes)], nil
 }
 
-// coordinator returns the node coordinating key, asking the cluster
-// (FindCoordinator) when it is not cached.
-func (v *clusterView) coordinator(ctx context.Context, k coordKey) (int32, error) {
-	v.mu.Lock()
-	n, ok := v.coords[k]
-	v.mu.Unlock()
-	if ok {
-		return n, nil
-	}
-	req := kmsg.NewPtrFindCoordinatorRequest()
-	req.SetVersion(3)
-	req.CoordinatorKey, req.CoordinatorType = k.key, k.kind
-	r, err := v.roundTrip(ctx, req)
-	if err != nil {
-		return 0, fmt.Errorf("find coordinator: %w", err)
-	}
-	resp := r.(*kmsg.FindCoordinatorResponse)
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return 0, err
-	}
-	v.srv.learnBroker(resp.NodeID, resp.Host, resp.Port)
-	v.mu.Lock()
-	v.coords[k] = resp.NodeID
-	v.mu.Unlock()
-	return resp.NodeID, nil
-}
-
 // roundTrip sends req on the view's own upstream connection and waits.
 func (v *clusterView) roundTrip(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	v.rtMu.Lock()
 	defer v.rtMu.Unlock()
-	if v.conn == nil || v.conn.isFailed() {
-		c, _, err := v.srv.dialUpstream(ctx, -1)
-		if err != nil {
-			return nil, err
-		}
-		v.conn = newBrokerConn(-1, c, "tollgate-single-port")
+	if err := v.connectLocked(ctx); err != nil {
+		return nil, err
 	}
+	return v.sendLocked(ctx, req)
+}
+
+// connectLocked dials the view's connection when it has none (or it
+// failed) and learns which FindCoordinator versions that broker offers.
+// The caller holds rtMu.
+func (v *clusterView) connectLocked(ctx context.Context) error {
+	if v.conn != nil && !v.conn.isFailed() {
+		return nil
+	}
+	c, _, err := v.srv.dialUpstream(ctx, -1)
+	if err != nil {
+		return err
+	}
+	v.conn = newBrokerConn(-1, c, "tollgate-single-port")
+	v.findMax = v.findCoordinatorMaxLocked(ctx)
+	return nil
+}
+
+// findCoordinatorMaxLocked asks the view's broker for its ApiVersions
+// (v0, which every broker answers) and returns its highest
+// FindCoordinator version; 3 when it cannot tell, which every supported
+// broker (Kafka 3.1+) takes.
+func (v *clusterView) findCoordinatorMaxLocked(ctx context.Context) int16 {
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(0)
+	r, err := v.sendLocked(ctx, req)
+	if err != nil {
+		return 3
+	}
+	for _, k := range r.(*kmsg.ApiVersionsResponse).ApiKeys {
+		if k.ApiKey == apis.FindCoordinator {
+			return k.MaxVersion
+		}
+	}
+	return 3
+}
+
+// sendLocked sends req on the view's connection and waits for its
+// answer. The caller holds rtMu.
+func (v *clusterView) sendLocked(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
 	done := make(chan struct{})
 	call := &partCall{req: req, done: func() { close(done) }}
 	if queued, err := v.conn.send(call, true); err != nil {
