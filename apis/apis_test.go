@@ -120,6 +120,11 @@ func TestKnownFacts(t *testing.T) {
 	if _, ok := HasTopLevelError(FindCoordinator, 4); ok {
 		t.Error("FindCoordinator v4 reports per coordinator")
 	}
+	for _, k := range []int16{ShareFetch, ShareAcknowledge} { // throttle_time_ms, then error_code, from v0 (KIP-932)
+		if off, ok := HasTopLevelError(k, 1); !ok || off != 4 {
+			t.Errorf("%s v1: top-level error at %d %v, want 4 true", Name(k), off, ok)
+		}
+	}
 	if got := Keys(ProduceAPIs); !reflect.DeepEqual(got, []int16{Produce, InitProducerID}) {
 		t.Errorf("produce group = %v", got)
 	}

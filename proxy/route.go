@@ -155,6 +155,7 @@ func (s *session) routedRequest(r *request) (kmsg.Request, error) {
 
 // route dispatches by the key's routing class.
 func (t *tunnel) route(req kmsg.Request, rep reply) error {
+	t.sendShareCloses() // dropped share sessions' upstream halves first (route_share_merge.go)
 	if handled, err := t.routeAdmin(req, rep); handled {
 		return err
 	}
@@ -282,16 +283,23 @@ type gather struct {
 	// returned once rep has encoded the merged answer.
 	bodies []*[]byte
 	trace  *routeTrace // the brokers that answered (nil: not traced)
+	// real maps a gather key that is not a node id (a share follow-up,
+	// followKey) to its broker, for the trace and the logs.
+	real map[int32]int32
 }
 
-func (g *gather) finish(t *tunnel, node int32, resp kmsg.Response, body *[]byte, err error) {
+func (g *gather) finish(t *tunnel, key int32, resp kmsg.Response, body *[]byte, err error) {
+	node := key
+	if n, ok := g.real[key]; ok {
+		node = n
+	}
 	g.mu.Lock()
 	if body != nil {
 		g.bodies = append(g.bodies, body)
 	}
 	switch {
 	case err == nil:
-		g.got[node] = resp
+		g.got[key] = resp
 		g.trace.add(node)
 	case errors.Is(err, errConnClosedHere):
 		// The client's session ended with this part in flight: no one

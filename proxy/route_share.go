@@ -8,6 +8,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/apis"
+	"github.com/tollgate-kafka/tollgate/wire"
 )
 
 // Single-port share groups (KIP-932). A share consumer holds ONE share
@@ -28,10 +31,13 @@ import (
 //
 // Every broker whose session holds partitions gets a part on each client
 // ShareFetch (each part's long poll capped at fetchPartWait when there
-// are several). Acknowledgements go to the partition's leader. A
-// top-level error from any part (INVALID_SHARE_SESSION_EPOCH,
-// SHARE_SESSION_NOT_FOUND, ...) reaches the client and breaks the
-// gateway's session, so the client's next epoch 0 rebuilds all of it.
+// are several; in KIP-1206 record-limit mode at most MaxRecords of them
+// fetch, recordLimitIdle). Acknowledgements go to the partition's
+// leader. A top-level error from any part (INVALID_SHARE_SESSION_EPOCH,
+// SHARE_SESSION_NOT_FOUND, ...) reaches the client and ends the
+// gateway's session, closing its upstream sessions (dropShare, which
+// releases what they acquired), so the client's next epoch 0 rebuilds
+// all of it.
 //
 // Kafka refuses acknowledgements on a session's first request (epoch 0),
 // and ShareAcknowledge cannot open one: acknowledgements for a broker
@@ -68,6 +74,18 @@ const maxShareSessions = 16
 type shareState struct {
 	mu       sync.Mutex
 	sessions map[shareMemberKey]*shareSession
+	// closes are upstream sessions of a dropped client session (an
+	// upstream part failed) still to be closed, by the read loop before
+	// it routes the next request (sendShareCloses).
+	closes []shareClose
+}
+
+// shareClose is one upstream session to close (epoch -1, which releases
+// the records it acquired).
+type shareClose struct {
+	key  shareMemberKey
+	node int32
+	req  kmsg.Request
 }
 
 // shareSession is the client's session with the virtual node.
@@ -75,7 +93,6 @@ type shareSession struct {
 	epoch   int32               // the epoch the client must send next
 	parts   map[sharePart]int32 // the session's partitions → PartitionMaxBytes (v0)
 	brokers map[int32]*brokerShare
-	broken  bool // an upstream part failed: only epoch 0 or -1 is accepted
 }
 
 // brokerShare is the gateway's session with one upstream broker.
@@ -119,7 +136,8 @@ type sharePlan struct {
 	unacked []sharePart    // acknowledgements the gateway could not deliver
 	// follow are ShareAcknowledges sent right after the part opening a
 	// new upstream session (epoch 0, which Kafka takes no acknowledgements
-	// on), on the same connection, so that broker processes them next.
+	// on), on the same connection, so that broker processes them next;
+	// or alone, for a broker left idle in record-limit mode (ackOnly).
 	follow  map[int32]*kmsg.ShareAcknowledgeRequest
 	errCode int16 // non-zero: answered by the gateway, nothing sent
 }
@@ -190,7 +208,7 @@ func (t *tunnel) routeShareFetch(r *kmsg.ShareFetchRequest, rep reply) error {
 	if plan.errCode == kerr.ShareSessionLimitReached.Code {
 		t.event(routeShareLimit, "single-port: a client connection asked for more share sessions than the gateway keeps per connection", "conn", t.s.id, "limit", maxShareSessions)
 	}
-	if plan.errCode != 0 || len(plan.parts) == 0 {
+	if plan.errCode != 0 || len(plan.parts)+len(plan.follow) == 0 {
 		if rep != nil {
 			resp := r.ResponseKind().(*kmsg.ShareFetchResponse)
 			resp.ErrorCode = plan.errCode
@@ -232,7 +250,7 @@ func (st *shareState) planShareFetch(key shareMemberKey, r *kmsg.ShareFetchReque
 				}
 			}
 		}
-	case s == nil || (s.broken && e != -1):
+	case s == nil:
 		plan.errCode = kerr.ShareSessionNotFound.Code
 		return plan
 	case e == -1:
@@ -321,8 +339,13 @@ func (st *shareState) planBrokers(s *shareSession, r *kmsg.ShareFetchRequest, le
 	for n := range ackBy {
 		nodes[n] = true
 	}
+	idle := recordLimitIdle(r, nodes, desired)
 	fetching := 0 // parts with partitions to fetch (a forget-only part does not wait)
 	for n := range nodes {
+		if idle[n] {
+			s.ackOnly(r, n, ackBy[n], acks, plan)
+			continue
+		}
 		if part := s.brokerPart(r, n, desired[n], ackBy[n], acks, plan); part != nil {
 			plan.parts[n] = part
 			if len(desired[n]) > 0 {
@@ -347,11 +370,58 @@ func (st *shareState) planBrokers(s *shareSession, r *kmsg.ShareFetchRequest, le
 // (KIP-1206): MaxRecords is a hard limit, not a target.
 const shareAcquireRecordLimit = 1
 
+// recordLimitIdle picks the brokers that do not fetch this round in
+// KIP-1206 record-limit mode: with MaxRecords below the number of
+// brokers that would fetch, only MaxRecords of them do (a broker reads
+// MaxRecords 0 as "the default", so each must be allowed at least one),
+// chosen in turn by the client's epoch so none starves. An idle broker
+// gets no ShareFetch: its acknowledgements go in a ShareAcknowledge
+// (ackOnly), and its session's changes wait for its turn.
+func recordLimitIdle(r *kmsg.ShareFetchRequest, nodes map[int32]bool, desired map[int32]map[sharePart]bool) map[int32]bool {
+	if r.Version < 2 || r.ShareAcquireMode != shareAcquireRecordLimit || r.MaxRecords <= 0 || r.IsRenewAck {
+		return nil
+	}
+	var fetchers []int32
+	for n := range nodes {
+		if len(desired[n]) > 0 {
+			fetchers = append(fetchers, n)
+		}
+	}
+	if int(r.MaxRecords) >= len(fetchers) {
+		return nil
+	}
+	slices.Sort(fetchers)
+	idle := make(map[int32]bool, len(fetchers))
+	for _, n := range fetchers {
+		idle[n] = true
+	}
+	start := int(uint32(r.ShareSessionEpoch) % uint32(len(fetchers)))
+	for i := range int(r.MaxRecords) {
+		delete(idle, fetchers[(start+i)%len(fetchers)])
+	}
+	return idle
+}
+
+// ackOnly sends a ShareFetch's acknowledgements for broker n, which does
+// not fetch this round, in a ShareAcknowledge at its session's epoch
+// (merged like a follow-up, mergeFollowAcks).
+func (s *shareSession) ackOnly(r *kmsg.ShareFetchRequest, n int32, ackHere []sharePart, acks fetchAcks, plan *sharePlan) {
+	if len(ackHere) == 0 {
+		return
+	}
+	bs := s.brokers[n]
+	if bs == nil {
+		plan.unacked = append(plan.unacked, ackHere...)
+		return
+	}
+	plan.follow[n] = followAcks(r, bs.epoch, sortedParts(toSet(ackHere)), acks)
+	bs.epoch = nextShareEpoch(bs.epoch)
+}
+
 // splitRecordLimit shares a record-limit ShareFetch's MaxRecords among
 // the parts that fetch (lowest node ids take the remainder), so the
-// merged answer keeps the client's limit. With fewer records allowed
-// than brokers fetching, each gets 1 (a broker reads MaxRecords 0 as
-// "the default", not as none), and the answer may carry one per broker.
+// merged answer keeps the client's limit (recordLimitIdle left at most
+// MaxRecords of them fetching, so each gets at least one).
 func splitRecordLimit(r *kmsg.ShareFetchRequest, parts map[int32]kmsg.Request, desired map[int32]map[sharePart]bool, fetching int) {
 	if r.Version < 2 || r.ShareAcquireMode != shareAcquireRecordLimit || r.MaxRecords <= 0 {
 		return
@@ -395,18 +465,7 @@ func (s *shareSession) brokerPart(r *kmsg.ShareFetchRequest, n int32, want map[s
 	if bs == nil {
 		return s.openBroker(r, n, want, ackHere, acks, plan)
 	}
-	var send, forget []sharePart
-	for p := range want {
-		if !bs.parts[p] {
-			send = append(send, p)
-		}
-	}
-	send = append(send, ackHere...) // listed for their acknowledgements
-	for p := range bs.parts {
-		if !want[p] {
-			forget = append(forget, p)
-		}
-	}
+	send, forget := bs.diff(want, ackHere)
 	if len(want) == 0 && len(forget) == 0 && len(ackHere) == 0 {
 		return nil
 	}
@@ -414,7 +473,7 @@ func (s *shareSession) brokerPart(r *kmsg.ShareFetchRequest, n int32, want map[s
 	if len(want) == 0 {
 		part.MaxWaitMillis = 0 // nothing to fetch there: answer at once
 	}
-	for _, p := range send {
+	for p := range want {
 		bs.parts[p] = true
 	}
 	for _, p := range forget {
@@ -422,6 +481,33 @@ func (s *shareSession) brokerPart(r *kmsg.ShareFetchRequest, n int32, want map[s
 	}
 	bs.epoch = nextShareEpoch(bs.epoch)
 	return part
+}
+
+// diff is what a broker's part lists (partitions it should hold and does
+// not, and every acknowledged one) and forgets (what it holds and should
+// not). A broker adds every listed partition to its session before it
+// removes the forgotten ones (KIP-932; kfake and kgo do the same), so a
+// partition listed only for its acknowledgements, which the session
+// neither wants nor holds, is forgotten in the same request: else the
+// broker would add it back and acquire records the client throws away.
+func (bs *brokerShare) diff(want map[sharePart]bool, ackHere []sharePart) (send, forget []sharePart) {
+	for p := range want {
+		if !bs.parts[p] {
+			send = append(send, p)
+		}
+	}
+	for p := range bs.parts {
+		if !want[p] {
+			forget = append(forget, p)
+		}
+	}
+	for _, p := range ackHere {
+		send = append(send, p)
+		if !want[p] && !bs.parts[p] {
+			forget = append(forget, p)
+		}
+	}
+	return send, forget
 }
 
 // openBroker opens a new upstream session on n: epoch 0 with every
@@ -451,8 +537,9 @@ func followAcks(r *kmsg.ShareFetchRequest, epoch int32, list []sharePart, acks f
 	a := kmsg.NewPtrShareAcknowledgeRequest()
 	// ShareFetch and ShareAcknowledge versions moved together (v1 when
 	// KIP-932 became generally available, v2 for KIP-1222), so a broker
-	// serving the client's ShareFetch version serves this one.
-	a.SetVersion(r.Version)
+	// serving the client's ShareFetch version serves this one; never
+	// above the ShareAcknowledge versions this build encodes.
+	a.SetVersion(min(r.Version, wire.MaxVersion(apis.ShareAcknowledge)))
 	a.GroupID, a.MemberID, a.ShareSessionEpoch = r.GroupID, r.MemberID, epoch
 	for _, p := range list {
 		rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
@@ -540,7 +627,7 @@ func (s *shareSession) shareFetchPart(r *kmsg.ShareFetchRequest, epoch int32, li
 // closeShareFetch closes a stale upstream session (no partitions).
 func closeShareFetch(r *kmsg.ShareFetchRequest) *kmsg.ShareFetchRequest {
 	c := *r
-	c.ShareSessionEpoch, c.Topics, c.ForgottenTopicsData, c.MaxWaitMillis = -1, nil, nil, 0
+	c.ShareSessionEpoch, c.Topics, c.ForgottenTopicsData, c.MaxWaitMillis, c.IsRenewAck = -1, nil, nil, 0, false
 	return &c
 }
 

@@ -44,7 +44,7 @@ func (st *shareState) planShareAck(key shareMemberKey, r *kmsg.ShareAcknowledgeR
 	case e == 0: // as Kafka: ShareAcknowledge cannot open a session
 		plan.errCode = kerr.InvalidShareSessionEpoch.Code
 		return plan
-	case s == nil || (s.broken && e != -1):
+	case s == nil:
 		plan.errCode = kerr.ShareSessionNotFound.Code
 		return plan
 	case e != -1 && e != s.epoch:
@@ -99,7 +99,7 @@ func shareAckRespParts(x *kmsg.ShareAcknowledgeResponseTopic) *[]kmsg.ShareAckno
 // mergeShareAck joins ShareAcknowledge answers like mergeShareFetch.
 func (t *tunnel) mergeShareAck(r *kmsg.ShareAcknowledgeRequest, plan sharePlan, m map[int32]kmsg.Response) *kmsg.ShareAcknowledgeResponse {
 	out := r.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
-	stale := len(plan.unacked) > 0
+	stale := false // only the brokers' codes (mergeShareFetch)
 	for _, resp := range m {
 		ar := resp.(*kmsg.ShareAcknowledgeResponse)
 		out.ThrottleMillis = max(out.ThrottleMillis, ar.ThrottleMillis)
@@ -122,7 +122,9 @@ func (t *tunnel) mergeShareAck(r *kmsg.ShareAcknowledgeRequest, plan sharePlan, 
 	}
 	if out.ErrorCode != 0 {
 		t.warnShareReset(out.ErrorCode)
-		t.share.breakShare(plan.key, plan.sess)
+		c := *r
+		c.ShareSessionEpoch, c.Topics, c.IsRenewAck = -1, nil, false
+		t.share.dropShare(plan, m, &c)
 	}
 	addShareAckUnacked(out, plan.unacked)
 	t.virtualShare(out)

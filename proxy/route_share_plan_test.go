@@ -1,12 +1,23 @@
 package proxy
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/apis"
+	"github.com/tollgate-kafka/tollgate/lograte"
+	"github.com/tollgate-kafka/tollgate/wire"
 )
 
 // The share-session planner's rules (route_share.go), step by step over
@@ -212,21 +223,49 @@ func TestSharePlanAckNowhere(t *testing.T) {
 }
 
 // A part failing with a session error reaches the client as a top-level
-// error and breaks the gateway's session: only a new session (epoch 0)
-// is accepted next, and it closes the old upstream sessions it does not
-// reopen.
+// error and ends the gateway's session: it no longer counts, only a new
+// session (epoch 0) is accepted next, and every upstream session that
+// may still hold records is closed (epoch -1 releases them) before the
+// next request is routed.
 func TestSharePlanSessionErrorResets(t *testing.T) {
 	tun := fuzzTunnel()
 	st := tun.shares()
 	key := shareMemberKey{"g", "m"}
-	leaders := leadersOf(map[int32]int32{0: 0, 1: 1})
-	st.planShareFetch(key, shareReq(0, []int32{0, 1}, nil, nil), leaders)
+	leaders := leadersOf(map[int32]int32{0: 0, 1: 1, 2: 2})
+	st.planShareFetch(key, shareReq(0, []int32{0, 1, 2}, nil, nil), leaders)
 	plan := st.planShareFetch(key, shareReq(1, nil, nil, nil), leaders)
 	bad := kmsg.NewPtrShareFetchResponse()
 	bad.ErrorCode = kerr.InvalidShareSessionEpoch.Code
-	out := tun.mergeShareFetch(shareReq(1, nil, nil, nil), plan, map[int32]kmsg.Response{0: kmsg.NewPtrShareFetchResponse(), 1: bad})
-	if out.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
-		t.Fatalf("merged error %d, want INVALID_SHARE_SESSION_EPOCH", out.ErrorCode)
+	gone := kmsg.NewPtrShareFetchResponse()
+	gone.ErrorCode = kerr.ShareSessionNotFound.Code
+	acquired := kmsg.NewPtrShareFetchResponse()
+	tp := kmsg.NewShareFetchResponseTopic()
+	tp.TopicID = shareTopic
+	p := kmsg.NewShareFetchResponseTopicPartition()
+	ar := kmsg.NewShareFetchResponseTopicPartitionAcquiredRecord()
+	ar.FirstOffset, ar.LastOffset, ar.DeliveryCount = 0, 4, 1
+	p.AcquiredRecords = append(p.AcquiredRecords, ar)
+	tp.Partitions = append(tp.Partitions, p)
+	acquired.Topics = append(acquired.Topics, tp)
+	out := tun.mergeShareFetch(shareReq(1, nil, nil, nil), plan, map[int32]kmsg.Response{0: acquired, 1: bad, 2: gone})
+	if c := out.ErrorCode; (c != kerr.InvalidShareSessionEpoch.Code && c != kerr.ShareSessionNotFound.Code) || len(out.Topics) != 0 {
+		t.Fatalf("merged error %d with %d topics, want one part's error and no topics", c, len(out.Topics))
+	}
+	// Broker 0 acquired records the answer dropped, broker 1's session
+	// is still there at another epoch: both are closed. Broker 2 has none.
+	var closed []int32
+	for _, c := range st.closes {
+		if r := c.req.(*kmsg.ShareFetchRequest); r.ShareSessionEpoch != -1 || len(r.Topics) != 0 {
+			t.Errorf("close to broker %d: epoch %d, %d topics", c.node, r.ShareSessionEpoch, len(r.Topics))
+		}
+		closed = append(closed, c.node)
+	}
+	slices.Sort(closed)
+	if !slices.Equal(closed, []int32{0, 1}) {
+		t.Errorf("closes queued for %v, want brokers 0 and 1", closed)
+	}
+	if len(st.sessions) != 0 {
+		t.Errorf("%d sessions kept after the error, want none (a dropped session does not count)", len(st.sessions))
 	}
 	if p := st.planShareFetch(key, shareReq(2, nil, nil, nil), leaders); p.errCode != kerr.ShareSessionNotFound.Code {
 		t.Errorf("after the error, epoch 2: code %d, want SHARE_SESSION_NOT_FOUND", p.errCode)
@@ -234,11 +273,7 @@ func TestSharePlanSessionErrorResets(t *testing.T) {
 	plan = st.planShareFetch(key, shareReq(0, []int32{0}, nil, nil), leaders)
 	checkParts(t, "reopen", summarize(plan), map[int32]partSummary{
 		0: {epoch: 0, listed: []int32{0}, wait: 5000}, // the only broker fetching: the client's whole wait
-		1: {epoch: -1, wait: 0},
 	})
-	if !plan.closing[1] || plan.closing[0] {
-		t.Errorf("closing %v, want only broker 1", plan.closing)
-	}
 }
 
 func TestSharePlanAcknowledge(t *testing.T) {
@@ -353,21 +388,20 @@ func FuzzSinglePortMergeShareFetch(f *testing.F) {
 		}
 		tun := fuzzTunnel()
 		out := tun.mergeShareFetch(req, plan, parts)
+		named := false
 		for _, tp := range out.Topics {
 			for _, p := range tp.Partitions {
 				if id := p.CurrentLeader.LeaderID; id >= 0 && id != tun.virtual {
 					t.Fatalf("partition %d names leader %d", p.Partition, id)
 				}
+				named = named || p.CurrentLeader.LeaderID >= 0
 			}
 		}
-		if len(out.NodeEndpoints) > 1 {
-			t.Fatalf("%d endpoints, want at most the virtual one", len(out.NodeEndpoints))
-		}
+		var eps []shareEndpoint
 		for _, e := range out.NodeEndpoints {
-			if e.NodeID != tun.virtual || e.Host != "gateway" || e.Port != 9092 {
-				t.Fatalf("endpoint %+v", e)
-			}
+			eps = append(eps, shareEndpoint{e.NodeID, e.Host, e.Port})
 		}
+		checkShareEndpoints(t, tun, named, eps)
 		if out.ErrorCode != 0 && len(out.Topics) != 0 {
 			t.Fatalf("a top-level error %d with %d topics", out.ErrorCode, len(out.Topics))
 		}
@@ -378,6 +412,25 @@ func FuzzSinglePortMergeShareFetch(f *testing.F) {
 			t.Fatalf("the merged answer does not decode: %v", err)
 		}
 	})
+}
+
+type shareEndpoint struct {
+	node int32
+	host string
+	port int32
+}
+
+// checkShareEndpoints: a merged share answer that names a leader carries
+// exactly the virtual node's endpoint at the gateway's address; one that
+// names none carries no endpoint.
+func checkShareEndpoints(t *testing.T, tun *tunnel, named bool, eps []shareEndpoint) {
+	t.Helper()
+	switch {
+	case !named && len(eps) != 0:
+		t.Fatalf("no leader named, endpoints %+v", eps)
+	case named && (len(eps) != 1 || eps[0] != shareEndpoint{tun.virtual, "gateway", 9092}):
+		t.Fatalf("a leader named, endpoints %+v, want the virtual one at gateway:9092", eps)
+	}
 }
 
 // FuzzSinglePortMergeShareAck is FuzzSinglePortMergeShareFetch for
@@ -408,18 +461,20 @@ func FuzzSinglePortMergeShareAck(f *testing.F) {
 		}
 		tun := fuzzTunnel()
 		out := tun.mergeShareAck(req, shareFuzzPlan(req), parts)
+		named := false
 		for _, tp := range out.Topics {
 			for _, p := range tp.Partitions {
 				if id := p.CurrentLeader.LeaderID; id >= 0 && id != tun.virtual {
 					t.Fatalf("partition %d names leader %d", p.Partition, id)
 				}
+				named = named || p.CurrentLeader.LeaderID >= 0
 			}
 		}
+		var eps []shareEndpoint
 		for _, e := range out.NodeEndpoints {
-			if e.NodeID != tun.virtual || e.Host != "gateway" || e.Port != 9092 || len(out.NodeEndpoints) > 1 {
-				t.Fatalf("endpoints %+v", out.NodeEndpoints)
-			}
+			eps = append(eps, shareEndpoint{e.NodeID, e.Host, e.Port})
 		}
+		checkShareEndpoints(t, tun, named, eps)
 		enc := out.AppendTo(nil)
 		dec := kmsg.NewPtrShareAcknowledgeResponse()
 		dec.SetVersion(out.Version)
@@ -507,3 +562,233 @@ func TestSharePlanRecordLimit(t *testing.T) {
 		}
 	}
 }
+
+// kgo lists a partition it only acknowledges (one it stopped fetching)
+// in Topics and in ForgottenTopicsData. A broker whose session no longer
+// holds it must get the same pair: listed for the acknowledgements and
+// forgotten in the same request, else it would add the partition back
+// and acquire records the client throws away.
+func TestSharePlanAckOnlyForgotten(t *testing.T) {
+	tun := fuzzTunnel()
+	st := tun.shares()
+	key := shareMemberKey{"g", "m"}
+	leaders := leadersOf(map[int32]int32{0: 0, 1: 1})
+	st.planShareFetch(key, shareReq(0, []int32{0, 1}, nil, nil), leaders)
+	got := summarize(st.planShareFetch(key, shareReq(1, nil, nil, []int32{1}), leaders))
+	checkParts(t, "forget", got, map[int32]partSummary{
+		0: {epoch: 1, wait: 5000},
+		1: {epoch: 1, forgot: []int32{1}, wait: 0},
+	})
+	got = summarize(st.planShareFetch(key, shareReq(2, []int32{1}, []int32{1}, []int32{1}), leaders))
+	checkParts(t, "ack only", got, map[int32]partSummary{
+		0: {epoch: 2, wait: 5000},
+		1: {epoch: 2, listed: []int32{1}, forgot: []int32{1}, acks: true, wait: 0},
+	})
+	if held := st.sessions[key].brokers[1].parts; len(held) != 0 {
+		t.Errorf("broker 1's session holds %v after an acknowledgement-only request, want nothing", held)
+	}
+}
+
+// KIP-1206 record-limit mode with MaxRecords below the number of brokers
+// that would fetch: only MaxRecords of them fetch each round (each
+// allowed one record), in turn so every broker gets its rounds; an idle
+// broker's acknowledgements go in a ShareAcknowledge at its epoch.
+func TestSharePlanRecordLimitBelowBrokers(t *testing.T) {
+	tun := fuzzTunnel()
+	st := tun.shares()
+	key := shareMemberKey{"g", "m"}
+	leaders := leadersOf(map[int32]int32{0: 0, 1: 1, 2: 2})
+	limited := func(r *kmsg.ShareFetchRequest) *kmsg.ShareFetchRequest {
+		r.SetVersion(2)
+		r.MaxRecords, r.ShareAcquireMode = 1, shareAcquireRecordLimit
+		return r
+	}
+	fetched := map[int32]int{}
+	for e := range int32(6) {
+		var parts []int32
+		if e == 0 {
+			parts = []int32{0, 1, 2}
+		}
+		plan := st.planShareFetch(key, limited(shareReq(e, parts, nil, nil)), leaders)
+		if len(plan.parts) != 1 {
+			t.Fatalf("epoch %d: %d brokers fetch, want 1", e, len(plan.parts))
+		}
+		for n, p := range plan.parts {
+			if got := p.(*kmsg.ShareFetchRequest).MaxRecords; got != 1 {
+				t.Errorf("epoch %d: broker %d MaxRecords %d, want 1", e, n, got)
+			}
+			fetched[n]++
+		}
+	}
+	if len(fetched) != 3 || fetched[0] != 2 || fetched[1] != 2 || fetched[2] != 2 {
+		t.Errorf("rounds per broker %v, want 2 each", fetched)
+	}
+	plan := st.planShareFetch(key, limited(shareReq(6, []int32{0, 1, 2}, []int32{0, 1, 2}, nil)), leaders)
+	if len(plan.parts) != 1 || len(plan.follow) != 2 {
+		t.Fatalf("with acknowledgements for all three: %d parts, %d acknowledges, want 1 and 2", len(plan.parts), len(plan.follow))
+	}
+	for n, f := range plan.follow {
+		if _, fetching := plan.parts[n]; fetching || f.ShareSessionEpoch < 1 || len(f.Topics) != 1 {
+			t.Errorf("broker %d: acknowledge %+v (fetching %v)", n, f, fetching)
+		}
+	}
+	for n, p := range plan.parts {
+		if r := p.(*kmsg.ShareFetchRequest); len(r.Topics) != 1 || len(r.Topics[0].Partitions[0].AcknowledgementBatches) != 1 {
+			t.Errorf("fetching broker %d lists %+v, want its acknowledged partition", n, r.Topics)
+		}
+	}
+}
+
+// A broker's leader hint (KIP-951) reaches the client as the virtual
+// node, with the virtual node's one endpoint at the gateway's address;
+// an answer naming no leader carries no endpoint.
+func TestShareMergeNodeEndpoints(t *testing.T) {
+	tun := fuzzTunnel()
+	req := shareReq(1, []int32{1}, nil, nil)
+	moved := kmsg.NewPtrShareFetchResponse()
+	tp := kmsg.NewShareFetchResponseTopic()
+	tp.TopicID = shareTopic
+	p := kmsg.NewShareFetchResponseTopicPartition()
+	p.Partition, p.ErrorCode, p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = 1, kerr.NotLeaderForPartition.Code, 2, 3
+	tp.Partitions = append(tp.Partitions, p)
+	moved.Topics = append(moved.Topics, tp)
+	for _, n := range []int32{0, 1, 2} {
+		ne := kmsg.NewShareFetchResponseNodeEndpoint()
+		ne.NodeID, ne.Host, ne.Port = n, fmt.Sprint("broker-", n), 9092+n
+		moved.NodeEndpoints = append(moved.NodeEndpoints, ne)
+	}
+	plan := sharePlan{key: shareMemberKey{"g", "m"}, parts: map[int32]kmsg.Request{0: req, 1: req}, closing: map[int32]bool{}}
+	out := tun.mergeShareFetch(req, plan, map[int32]kmsg.Response{0: kmsg.NewPtrShareFetchResponse(), 1: moved})
+	if len(out.NodeEndpoints) != 1 || out.NodeEndpoints[0].NodeID != tun.virtual || out.NodeEndpoints[0].Host != "gateway" || out.NodeEndpoints[0].Port != 9092 {
+		t.Errorf("endpoints %+v, want the virtual node at gateway:9092", out.NodeEndpoints)
+	}
+	if got := out.Topics[0].Partitions[0].CurrentLeader.LeaderID; got != tun.virtual {
+		t.Errorf("current leader %d, want the virtual node", got)
+	}
+	out = tun.mergeShareFetch(req, plan, map[int32]kmsg.Response{0: kmsg.NewPtrShareFetchResponse(), 1: kmsg.NewPtrShareFetchResponse()})
+	if len(out.NodeEndpoints) != 0 {
+		t.Errorf("no leader named, endpoints %+v", out.NodeEndpoints)
+	}
+}
+
+// The gateway's own NOT_LEADER_OR_FOLLOWER for an acknowledgement it had
+// no session for does not clear the shared cluster view (a client could
+// otherwise clear it on every request); a broker's does.
+func TestShareMergeUnackedKeepsView(t *testing.T) {
+	tun := fuzzTunnel()
+	seed := func() { tun.view.leaders = map[string]map[int32]int32{"t": {0: 1}} }
+	kept := func() bool { _, ok := tun.view.leader("t", 0); return ok }
+	req := shareReq(1, []int32{1}, nil, nil)
+	plan := sharePlan{key: shareMemberKey{"g", "m"}, parts: map[int32]kmsg.Request{0: req}, closing: map[int32]bool{}, unacked: []sharePart{{shareTopic, 9}}}
+	seed()
+	tun.mergeShareFetch(req, plan, map[int32]kmsg.Response{0: kmsg.NewPtrShareFetchResponse()})
+	if !kept() {
+		t.Error("ShareFetch: an undeliverable acknowledgement cleared the view")
+	}
+	ack := kmsg.NewPtrShareAcknowledgeRequest()
+	ack.SetVersion(1)
+	seed()
+	tun.mergeShareAck(ack, sharePlan{parts: map[int32]kmsg.Request{0: ack}, unacked: plan.unacked}, map[int32]kmsg.Response{0: kmsg.NewPtrShareAcknowledgeResponse()})
+	if !kept() {
+		t.Error("ShareAcknowledge: an undeliverable acknowledgement cleared the view")
+	}
+	stale := kmsg.NewPtrShareAcknowledgeResponse()
+	tp := kmsg.NewShareAcknowledgeResponseTopic()
+	p := kmsg.NewShareAcknowledgeResponseTopicPartition()
+	p.ErrorCode = kerr.NotLeaderForPartition.Code
+	tp.Partitions = append(tp.Partitions, p)
+	stale.Topics = append(stale.Topics, tp)
+	seed()
+	tun.mergeShareAck(ack, sharePlan{parts: map[int32]kmsg.Request{0: ack}}, map[int32]kmsg.Response{0: stale})
+	if kept() {
+		t.Error("a broker's NOT_LEADER_OR_FOLLOWER left the view as it was")
+	}
+}
+
+// A follow-up acknowledge is never sent at a ShareAcknowledge version
+// this build cannot encode, whatever the client's ShareFetch version.
+func TestShareFollowVersionClamped(t *testing.T) {
+	top := wire.MaxVersion(apis.ShareAcknowledge)
+	r := shareReq(1, []int32{1}, []int32{1}, nil)
+	r.Version = top + 1
+	if got := followAcks(r, 1, []sharePart{{shareTopic, 1}}, fetchAcksOf(r)).Version; got != top {
+		t.Errorf("follow-up at v%d, want v%d", got, top)
+	}
+}
+
+// A follow-up acknowledge that fails is logged with its broker's id, not
+// its gather key (followKey).
+func TestShareFollowFailureNamesBroker(t *testing.T) {
+	lb := &bytes.Buffer{}
+	srv := &Server{nodes: newNodeRegistry()}
+	srv.noisy = lograte.New(slog.New(slog.NewTextHandler(lb, nil)), lograte.Options{})
+	defer srv.noisy.Close()
+	tun := fuzzTunnel()
+	tun.view = newClusterView(srv)
+	tun.s = &session{srv: srv, l: &listener{}, remote: "127.0.0.1:1"}
+	g := &gather{got: map[int32]kmsg.Response{}, rep: func(kmsg.Response, error) {}, partial: true,
+		merge: func(map[int32]kmsg.Response) (kmsg.Response, error) { return nil, nil }, real: map[int32]int32{followKey(2): 2}}
+	g.left.Store(1)
+	g.finish(tun, followKey(2), nil, nil, errors.New("connection reset"))
+	if out := lb.String(); !strings.Contains(out, "node=2 ") || strings.Contains(out, "node=-1002") {
+		t.Errorf("logged %q, want node=2", out)
+	}
+}
+
+// A close queued for a dropped session goes to its broker before the
+// next request, but not to a broker where the member's new session
+// already holds an upstream session (the client reset before it read
+// the error; its epoch 0 replaced the old one).
+func TestShareCloseSkipsReopened(t *testing.T) {
+	tun := fuzzTunnel()
+	st := tun.shares()
+	key := shareMemberKey{"g", "m"}
+	conn := &writeRecorder{closed: make(chan struct{})}
+	bc := newBrokerConn(0, conn, "test")
+	defer bc.close()
+	tun.conns = map[int32]*brokerConn{0: bc}
+	queue := func() {
+		st.closes = []shareClose{{key: key, node: 0, req: closeShareFetch(shareReq(1, nil, nil, nil))}}
+	}
+	st.planShareFetch(key, shareReq(0, []int32{0}, nil, nil), leadersOf(map[int32]int32{0: 0}))
+	queue()
+	tun.sendShareCloses()
+	if n := conn.writes(); n != 0 {
+		t.Errorf("a close reached the broker holding the new session (%d writes)", n)
+	}
+	delete(st.sessions, key)
+	queue()
+	tun.sendShareCloses()
+	if n := conn.writes(); n != 1 {
+		t.Errorf("%d writes, want the close", n)
+	}
+}
+
+// writeRecorder is a net.Conn that counts writes and never answers.
+type writeRecorder struct {
+	mu     sync.Mutex
+	n      int
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (w *writeRecorder) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.n++
+	return len(b), nil
+}
+
+func (w *writeRecorder) writes() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.n
+}
+
+func (w *writeRecorder) Read([]byte) (int, error)         { <-w.closed; return 0, net.ErrClosed }
+func (w *writeRecorder) Close() error                     { w.once.Do(func() { close(w.closed) }); return nil }
+func (w *writeRecorder) LocalAddr() net.Addr              { return &net.TCPAddr{} }
+func (w *writeRecorder) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
+func (w *writeRecorder) SetDeadline(time.Time) error      { return nil }
+func (w *writeRecorder) SetReadDeadline(time.Time) error  { return nil }
+func (w *writeRecorder) SetWriteDeadline(time.Time) error { return nil }
