@@ -24,8 +24,10 @@ import (
 //   - GetTelemetrySubscriptions and PushTelemetry (KIP-714): a broker
 //     knows only the subscriptions it handed out, so a tunnel sends all
 //     its telemetry to one broker (telemetryNode), chosen on first use.
+//   - Controller keys (CreateTopics, DeleteTopics, CreatePartitions, ...)
+//     go to the controller the latest Metadata named (routeController).
 //   - ListPartitionReassignments lists replica ids: made the virtual one,
-//     as Metadata's are.
+//     as Metadata's are (virtualize).
 //
 // Not offered at all (notOnVirtualBroker): keys whose request names
 // replicas, log directories or controller voters by broker id, which a
@@ -54,6 +56,9 @@ func (t *tunnel) routeAnyBroker(req kmsg.Request, rep reply) error {
 		}
 		return t.one(node, req, rep, t.virtualize)
 	}
+	if apis.Of(req.Key()).Routing == apis.Controller {
+		return t.routeController(req, rep)
+	}
 	node, err := t.reachableBroker()
 	if err != nil {
 		return err
@@ -77,20 +82,54 @@ func (t *tunnel) routeAnyBroker(req kmsg.Request, rep reply) error {
 		})
 	case *kmsg.AlterConfigsRequest, *kmsg.IncrementalAlterConfigsRequest:
 		return t.routeAlterConfigs(node, req, rep)
-	case *kmsg.ListPartitionReassignmentsRequest:
-		return t.one(node, r, rep, func(resp kmsg.Response) {
-			lr := resp.(*kmsg.ListPartitionReassignmentsResponse)
-			for i := range lr.Topics {
-				for j := range lr.Topics[i].Partitions {
-					p := &lr.Topics[i].Partitions[j]
-					p.Replicas = virtualList(p.Replicas, t.virtual)
-					p.AddingReplicas = virtualList(p.AddingReplicas, t.virtual)
-					p.RemovingReplicas = virtualList(p.RemovingReplicas, t.virtual)
-				}
-			}
-		})
 	}
 	return t.one(node, req, rep, t.virtualize)
+}
+
+// routeController sends a controller key to the controller the latest
+// Metadata named, else to any reachable broker. An answer of
+// NOT_CONTROLLER reaches the client (which retries, as against a real
+// cluster) and makes the view forget the controller and refresh.
+func (t *tunnel) routeController(req kmsg.Request, rep reply) error {
+	node, ok := t.view.controllerNode()
+	if ok {
+		if _, err := t.conn(node); err != nil {
+			ok = false
+		}
+	}
+	if !ok {
+		var err error
+		if node, err = t.reachableBroker(); err != nil {
+			return err
+		}
+	}
+	return t.one(node, req, rep, func(resp kmsg.Response) {
+		t.virtualize(resp)
+		if answeredNotController(resp) {
+			t.view.forgetController()
+		}
+	})
+}
+
+// answeredNotController reports a NOT_CONTROLLER in a controller key's
+// answer (per topic, per user, or top-level).
+func answeredNotController(resp kmsg.Response) bool {
+	code := kerr.NotController.Code
+	switch r := resp.(type) {
+	case *kmsg.CreateTopicsResponse:
+		return slices.ContainsFunc(r.Topics, func(x kmsg.CreateTopicsResponseTopic) bool { return x.ErrorCode == code })
+	case *kmsg.DeleteTopicsResponse:
+		return slices.ContainsFunc(r.Topics, func(x kmsg.DeleteTopicsResponseTopic) bool { return x.ErrorCode == code })
+	case *kmsg.CreatePartitionsResponse:
+		return slices.ContainsFunc(r.Topics, func(x kmsg.CreatePartitionsResponseTopic) bool { return x.ErrorCode == code })
+	case *kmsg.AlterUserSCRAMCredentialsResponse:
+		return slices.ContainsFunc(r.Results, func(x kmsg.AlterUserSCRAMCredentialsResponseResult) bool { return x.ErrorCode == code })
+	case *kmsg.ElectLeadersResponse:
+		return r.ErrorCode == code
+	case *kmsg.UpdateFeaturesResponse:
+		return r.ErrorCode == code
+	}
+	return false
 }
 
 func isTelemetry(key int16) bool {

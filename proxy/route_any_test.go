@@ -191,3 +191,34 @@ func TestSinglePortEventsCounted(t *testing.T) {
 		t.Errorf("share_session_limit counted %v, refused %d", got, refused)
 	}
 }
+
+// TestSinglePortControllerKeys: topic admin goes to the controller the
+// latest Metadata named (kfake, like a ZooKeeper-era cluster, answers
+// NOT_CONTROLLER from any other broker), so every request succeeds the
+// first time instead of after retries that happen to hit it.
+func TestSinglePortControllerKeys(t *testing.T) {
+	c, srv, scan := startSinglePort(t, "ck", 3)
+	ctx := ctxT(t, 30*time.Second)
+	nodes := countNodes(c, kmsg.CreateTopics, kmsg.CreatePartitions, kmsg.DeleteTopics)
+	adm := kadm.NewClient(newClient(t, srv, nil, kgo.Dialer(scan.dial)))
+	for i := range 4 {
+		topic := fmt.Sprintf("ck-%d", i)
+		if r, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil || r.Err != nil {
+			t.Fatalf("create %s: %v %v", topic, err, r.Err)
+		}
+		if r, err := adm.CreatePartitions(ctx, 1, topic); err != nil || r.Error() != nil {
+			t.Fatalf("add a partition to %s: %v %v", topic, err, r.Error())
+		}
+		if r, err := adm.DeleteTopic(ctx, topic); err != nil || r.Err != nil {
+			t.Fatalf("delete %s: %v %v", topic, err, r.Err)
+		}
+	}
+	nodes.mu.Lock()
+	defer nodes.mu.Unlock()
+	for _, k := range []kmsg.Key{kmsg.CreateTopics, kmsg.CreatePartitions, kmsg.DeleteTopics} {
+		if seen := nodes.seen[int16(k)]; len(seen) != 1 || seen[2] != 4 {
+			t.Errorf("%s reached %v, want only the controller (node 2), 4 times", k.Name(), seen)
+		}
+	}
+	scan.assertClean(t)
+}

@@ -44,6 +44,13 @@ func (t *tunnel) virtualize(resp kmsg.Response) {
 				p.OfflineReplicas = nil
 			}
 		}
+	case *kmsg.ListPartitionReassignmentsResponse:
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				p := &r.Topics[i].Partitions[j]
+				p.Replicas, p.AddingReplicas, p.RemovingReplicas = virtualList(p.Replicas, v), virtualList(p.AddingReplicas, v), virtualList(p.RemovingReplicas, v)
+			}
+		}
 	case *kmsg.ProduceResponse:
 		virtualProduce(r, v)
 		for i := range r.Brokers {

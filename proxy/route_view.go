@@ -31,6 +31,11 @@ type clusterView struct {
 	lastRefresh time.Time
 	brokers     []int32 // the brokers of the latest Metadata answer (the live cluster)
 	next        int     // round robin over brokers for AnyBroker requests
+	// controller is the latest Metadata answer's controller id (-1:
+	// unknown). A KRaft broker forwards controller requests itself and
+	// names a random live broker here (KIP-590); a ZooKeeper-era
+	// controller, or kfake, answers NOT_CONTROLLER from any other broker.
+	controller int32
 
 	rtMu sync.Mutex  // one lookup at a time (lookups are rare); guards conn and findMax
 	conn *brokerConn // the view's own upstream connection
@@ -49,7 +54,7 @@ type coordKey struct {
 const viewMinRefresh = 200 * time.Millisecond
 
 func newClusterView(s *Server) *clusterView {
-	return &clusterView{srv: s, leaders: map[string]map[int32]int32{}, ids: map[[16]byte]string{}, coords: newCoordCache(coordCacheSize)}
+	return &clusterView{srv: s, leaders: map[string]map[int32]int32{}, ids: map[[16]byte]string{}, coords: newCoordCache(coordCacheSize), controller: -1}
 }
 
 // learnMetadata records the leaders, topic ids and brokers of an upstream
@@ -60,6 +65,9 @@ func (v *clusterView) learnMetadata(resp *kmsg.MetadataResponse) {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if resp.ControllerID >= 0 {
+		v.controller = resp.ControllerID
+	}
 	if len(resp.Brokers) > 0 {
 		v.brokers = v.brokers[:0]
 		for _, b := range resp.Brokers {
@@ -80,6 +88,21 @@ func (v *clusterView) learnMetadata(resp *kmsg.MetadataResponse) {
 			v.ids[t.TopicID] = *t.Topic
 		}
 	}
+}
+
+// controllerNode returns the controller; ok false when unknown.
+func (v *clusterView) controllerNode() (int32, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.controller, v.controller >= 0
+}
+
+// forgetController drops a controller that answered NOT_CONTROLLER.
+func (v *clusterView) forgetController() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.controller = -1
+	v.lastRefresh = time.Time{}
 }
 
 // leader returns the leader of topic/partition; ok false when unknown.
