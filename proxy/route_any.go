@@ -74,9 +74,11 @@ func (t *tunnel) routeAnyBroker(req kmsg.Request, rep reply) error {
 			}
 		}
 		return t.one(node, &c, rep, func(resp kmsg.Response) {
-			for i, res := range resp.(*kmsg.DescribeConfigsResponse).Resources {
-				if isBrokerResource(res.ResourceType) && res.ResourceName == real {
-					resp.(*kmsg.DescribeConfigsResponse).Resources[i].ResourceName = virtual
+			rs := resp.(*kmsg.DescribeConfigsResponse).Resources
+			for i := range rs {
+				if isBrokerResource(rs[i].ResourceType) && rs[i].ResourceName == real {
+					rs[i].ResourceName = virtual
+					rs[i].Configs = virtualBrokerConfigs(rs[i].Configs, virtual)
 				}
 			}
 		})
@@ -95,6 +97,7 @@ func (t *tunnel) routeController(req kmsg.Request, rep reply) error {
 	if ok {
 		if _, err := t.conn(node); err != nil {
 			ok = false
+			t.view.forgetController() // the next Metadata names a live one
 		}
 	}
 	if !ok {
@@ -126,10 +129,37 @@ func answeredNotController(resp kmsg.Response) bool {
 		return slices.ContainsFunc(r.Results, func(x kmsg.AlterUserSCRAMCredentialsResponseResult) bool { return x.ErrorCode == code })
 	case *kmsg.ElectLeadersResponse:
 		return r.ErrorCode == code
+	case *kmsg.ListPartitionReassignmentsResponse:
+		return r.ErrorCode == code
 	case *kmsg.UpdateFeaturesResponse:
 		return r.ErrorCode == code
 	}
 	return false
+}
+
+// brokerIdentityConfigs name the broker (its id becomes the virtual one)
+// and brokerAddressConfigs its listeners (left out: the client reaches
+// the cluster only at the gateway's address).
+var (
+	brokerIdentityConfigs = map[string]bool{"broker.id": true, "node.id": true}
+	brokerAddressConfigs  = map[string]bool{"listeners": true, "advertised.listeners": true,
+		"advertised.host.name": true, "advertised.port": true, "host.name": true, "port": true}
+)
+
+// virtualBrokerConfigs makes the answering broker's configuration the
+// virtual broker's: no real node id or listener address is shown.
+func virtualBrokerConfigs(cs []kmsg.DescribeConfigsResponseResourceConfig, virtual string) []kmsg.DescribeConfigsResponseResourceConfig {
+	cs = slices.DeleteFunc(cs, func(c kmsg.DescribeConfigsResponseResourceConfig) bool { return brokerAddressConfigs[c.Name] })
+	for i := range cs {
+		if !brokerIdentityConfigs[cs[i].Name] {
+			continue
+		}
+		cs[i].Value = kmsg.StringPtr(virtual)
+		for j := range cs[i].ConfigSynonyms {
+			cs[i].ConfigSynonyms[j].Value = kmsg.StringPtr(virtual)
+		}
+	}
+	return cs
 }
 
 func isTelemetry(key int16) bool {

@@ -42,6 +42,9 @@ func TestSinglePortBrokerConfigs(t *testing.T) {
 		if len(rc.Configs) == 0 {
 			t.Fatalf("describe %d: no configs for the virtual broker", i)
 		}
+		if !hasConfig(rc.Configs, "broker.id", strconv.Itoa(testVirtual)) {
+			t.Errorf("describe %d: broker.id is not the virtual node's: %+v", i, rc.Configs)
+		}
 	}
 	nodes.assertAll(t, 3)
 

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -129,12 +130,21 @@ func (t *tunnel) routeCoordinator(req kmsg.Request, rep reply) error {
 // answerCoordinatorError answers a request whose coordinator could not
 // be found with COORDINATOR_NOT_AVAILABLE, which clients retry, when the
 // response has a top-level error code; otherwise the connection closes.
+//
+// A refusal the upstream gave for the id itself (authorization, a
+// malformed id) reaches the client as that error: retrying it could not
+// help, and the client must see why.
 func (t *tunnel) answerCoordinatorError(req kmsg.Request, rep reply, err error) error {
 	resp := req.ResponseKind()
-	if !setTopError(resp, kerr.CoordinatorNotAvailable.Code) {
+	code := kerr.CoordinatorNotAvailable.Code
+	var ke *kerr.Error
+	if errors.As(err, &ke) && coordinatorRefusal(ke.Code) {
+		code = ke.Code
+	}
+	if !setTopError(resp, code) {
 		return err
 	}
-	t.event(routeCoordinatorLookup, "single-port: coordinator lookup failed; answered COORDINATOR_NOT_AVAILABLE", "conn", t.s.id, "api", apiName(req.Key()), "err", err)
+	t.event(routeCoordinatorLookup, "single-port: coordinator lookup failed", "conn", t.s.id, "api", apiName(req.Key()), "answered", kerr.ErrorForCode(code), "err", err)
 	if rep != nil {
 		rep(resp, nil)
 	}
@@ -218,4 +228,15 @@ func coordinatorMoved(resp kmsg.Response) bool {
 		}
 	}
 	return shareCoordinatorMoved(resp)
+}
+
+// coordinatorRefusal reports FindCoordinator codes that refuse the id
+// itself rather than say where its coordinator is.
+func coordinatorRefusal(code int16) bool {
+	switch code {
+	case kerr.GroupAuthorizationFailed.Code, kerr.TransactionalIDAuthorizationFailed.Code,
+		kerr.ClusterAuthorizationFailed.Code, kerr.InvalidRequest.Code:
+		return true
+	}
+	return false
 }

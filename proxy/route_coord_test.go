@@ -264,3 +264,34 @@ func TestSinglePortCoordinatorLookupV3(t *testing.T) {
 		}
 	}
 }
+
+// TestSinglePortCoordinatorRefusalReachesClient: when the upstream
+// refuses the group itself in FindCoordinator (authorization), a
+// coordinator request is answered with that error, not the retriable
+// COORDINATOR_NOT_AVAILABLE a client would retry forever.
+func TestSinglePortCoordinatorRefusalReachesClient(t *testing.T) {
+	c, srv, _ := startSinglePort(t, "cref", 1)
+	ctx := ctxT(t, 30*time.Second)
+	c.ControlKey(int16(kmsg.FindCoordinator), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		r := req.(*kmsg.FindCoordinatorRequest)
+		resp := r.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		for _, k := range r.CoordinatorKeys {
+			rc := kmsg.NewFindCoordinatorResponseCoordinator()
+			rc.Key, rc.ErrorCode = k, kerr.GroupAuthorizationFailed.Code
+			resp.Coordinators = append(resp.Coordinators, rc)
+		}
+		return resp, nil, true
+	})
+	cl := newClient(t, srv, nil)
+	req := kmsg.NewPtrHeartbeatRequest() // one group, a top-level error code
+	req.Group, req.MemberID, req.Generation = "denied-group", "m", 1
+	resp, err := req.RequestWith(ctx, cl.Broker(testVirtual))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := kerr.ErrorForCode(resp.ErrorCode); got != kerr.GroupAuthorizationFailed {
+		t.Errorf("Heartbeat of a group the upstream refuses: %v, want GROUP_AUTHORIZATION_FAILED (%+v)", got, resp)
+	}
+}
