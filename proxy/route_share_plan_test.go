@@ -676,8 +676,11 @@ func TestShareMergeNodeEndpoints(t *testing.T) {
 // otherwise clear it on every request); a broker's does.
 func TestShareMergeUnackedKeepsView(t *testing.T) {
 	tun := fuzzTunnel()
-	seed := func() { tun.view.leaders = map[string]map[int32]int32{"t": {0: 1}} }
-	kept := func() bool { _, ok := tun.view.leader("t", 0); return ok }
+	seed := func() {
+		tun.view.leaders = map[string]map[int32]int32{"t": {0: 1}}
+		tun.view.stale = false
+	}
+	kept := func() bool { _, ok := tun.view.leader("t", 0); return ok && !tun.view.isStale() }
 	req := shareReq(1, []int32{1}, nil, nil)
 	plan := sharePlan{key: shareMemberKey{"g", "m"}, parts: map[int32]kmsg.Request{0: req}, closing: map[int32]bool{}, unacked: []sharePart{{shareTopic, 9}}}
 	seed()

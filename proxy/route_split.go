@@ -23,20 +23,32 @@ const fetchPartWait = 250 // ms
 // leaderFor returns the broker to send topic/partition to: its leader,
 // after one refresh of the view when unknown, else any broker (which
 // answers with the error a client retries).
+//
+// A stale view is refreshed first (at most one refresh per
+// viewMinRefresh across sessions; meanwhile the known leaders are used).
 func (t *tunnel) leaderFor(topic string, partition int32) (int32, error) {
+	if t.view.isStale() {
+		t.refreshView()
+	}
 	if n, ok := t.view.leader(topic, partition); ok {
 		return n, nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), t.s.srv.opts.DialTimeout)
-	defer cancel()
-	if err := t.view.refresh(ctx); err != nil {
-		t.event(routeViewRefresh, "single-port: cluster view refresh failed", "conn", t.s.id, "err", err)
-	}
+	t.refreshView()
 	if n, ok := t.view.leader(topic, partition); ok {
 		return n, nil
 	}
 	t.s.log.Debug("single-port: leader unknown after a refresh, sending to any broker", "topic", topic, "partition", partition)
 	return t.view.anyBroker()
+}
+
+// refreshView asks the cluster for Metadata (rate-limited by the view),
+// counting and logging a failure.
+func (t *tunnel) refreshView() {
+	ctx, cancel := context.WithTimeout(context.Background(), t.s.srv.opts.DialTimeout)
+	defer cancel()
+	if err := t.view.refresh(ctx); err != nil {
+		t.event(routeViewRefresh, "single-port: cluster view refresh failed", "conn", t.s.id, "err", err)
+	}
 }
 
 // splitTopics groups topics' partitions by leader: node → topics with

@@ -29,8 +29,14 @@ type clusterView struct {
 	ids         map[[16]byte]string        // topic id → name
 	coords      *coordCache                // bounded (coordCacheSize), least recently used evicted
 	lastRefresh time.Time
-	brokers     []int32 // the brokers of the latest Metadata answer (the live cluster)
-	next        int     // round robin over brokers for AnyBroker requests
+	// stale is set by an error that says the leaders may be out of date
+	// (invalidate): the next partition-leader routing asks the cluster
+	// again, while every session keeps routing on what the view knew, so
+	// one client's stale answer (which it can cause at will) does not
+	// leave the others without leaders.
+	stale   bool
+	brokers []int32 // the brokers of the latest Metadata answer (the live cluster)
+	next    int     // round robin over brokers for AnyBroker requests
 	// controller is the latest Metadata answer's controller id (-1:
 	// unknown). A KRaft broker forwards controller requests itself and
 	// names a random live broker here (KIP-590); a ZooKeeper-era
@@ -136,18 +142,48 @@ func (v *clusterView) refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cluster view metadata: %w", err)
 	}
-	v.learnMetadata(resp.(*kmsg.MetadataResponse))
+	md := resp.(*kmsg.MetadataResponse)
+	v.learnMetadata(md)
+	v.forgetTopicsNotIn(md)
 	return nil
 }
 
-// invalidate forgets what a retriable error says is stale: the next
-// routing of that kind asks the cluster again.
+// forgetTopicsNotIn drops the leaders of topics a whole-cluster Metadata
+// answer no longer lists (deleted), and clears stale.
+func (v *clusterView) forgetTopicsNotIn(md *kmsg.MetadataResponse) {
+	listed := make(map[string]bool, len(md.Topics))
+	for _, t := range md.Topics {
+		if t.Topic != nil {
+			listed[*t.Topic] = true
+		}
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for topic := range v.leaders {
+		if !listed[topic] {
+			delete(v.leaders, topic)
+		}
+	}
+	v.stale = false
+}
+
+// isStale reports whether an error has said the leaders may be out of
+// date since the last refresh.
+func (v *clusterView) isStale() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.stale
+}
+
+// invalidate acts on what a retriable error says is stale: the leaders
+// are marked stale (kept until the refresh replaces them), a coordinator
+// is forgotten; the next routing of that kind asks the cluster again.
 func (v *clusterView) invalidate(leaders bool, coord *coordKey) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if leaders {
 		v.lastRefresh = time.Time{}
-		v.leaders = map[string]map[int32]int32{}
+		v.stale = true
 	}
 	if coord != nil {
 		v.coords.forget(*coord)
