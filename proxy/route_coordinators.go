@@ -163,8 +163,10 @@ func (v *clusterView) findCoordinators(ctx context.Context, kind int8, keys []st
 // handled is false, and nothing sent, when the upstream offers no v4;
 // a connection that cannot be made is handled, with nothing asked.
 func (v *clusterView) findBatched(ctx context.Context, kind int8, keys []string) (handled bool, asked int, out []kmsg.FindCoordinatorResponseCoordinator, err error) {
-	v.rtMu.Lock()
-	defer v.rtMu.Unlock()
+	if err := v.lockRT(ctx); err != nil {
+		return true, 0, nil, err
+	}
+	defer v.unlockRT()
 	if err := v.connectLocked(ctx); err != nil {
 		return true, 0, nil, err
 	}

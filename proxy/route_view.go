@@ -43,7 +43,10 @@ type clusterView struct {
 	// controller, or kfake, answers NOT_CONTROLLER from any other broker.
 	controller int32
 
-	rtMu sync.Mutex  // one lookup at a time (lookups are rare); guards conn and findMax
+	// rt is held by one lookup at a time (lookups are rare); it guards
+	// conn and findMax. A channel, not a mutex, so a waiter gives up at
+	// its own deadline (lockRT).
+	rt   chan struct{}
 	conn *brokerConn // the view's own upstream connection
 	// findMax is the highest FindCoordinator version conn's broker
 	// offers (its ApiVersions answer), learned on each dial.
@@ -60,7 +63,7 @@ type coordKey struct {
 const viewMinRefresh = 200 * time.Millisecond
 
 func newClusterView(s *Server) *clusterView {
-	return &clusterView{srv: s, leaders: map[string]map[int32]int32{}, ids: map[[16]byte]string{}, coords: newCoordCache(coordCacheSize), controller: -1}
+	return &clusterView{srv: s, leaders: map[string]map[int32]int32{}, ids: map[[16]byte]string{}, coords: newCoordCache(coordCacheSize), controller: -1, rt: make(chan struct{}, 1)}
 }
 
 // learnMetadata records the leaders, topic ids and brokers of an upstream
@@ -217,17 +220,31 @@ func (v *clusterView) anyBroker() (int32, error) {
 
 // roundTrip sends req on the view's own upstream connection and waits.
 func (v *clusterView) roundTrip(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
-	v.rtMu.Lock()
-	defer v.rtMu.Unlock()
+	if err := v.lockRT(ctx); err != nil {
+		return nil, err
+	}
+	defer v.unlockRT()
 	if err := v.connectLocked(ctx); err != nil {
 		return nil, err
 	}
 	return v.sendLocked(ctx, req)
 }
 
+// lockRT takes rt, or gives up when ctx ends first.
+func (v *clusterView) lockRT(ctx context.Context) error {
+	select {
+	case v.rt <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the cluster view's upstream connection: %w", ctx.Err())
+	}
+}
+
+func (v *clusterView) unlockRT() { <-v.rt }
+
 // connectLocked dials the view's connection when it has none (or it
 // failed) and learns which FindCoordinator versions that broker offers.
-// The caller holds rtMu.
+// The caller holds rt.
 func (v *clusterView) connectLocked(ctx context.Context) error {
 	if v.conn != nil && !v.conn.isFailed() {
 		return nil
@@ -261,8 +278,17 @@ func (v *clusterView) findCoordinatorMaxLocked(ctx context.Context) int16 {
 }
 
 // sendLocked sends req on the view's connection and waits for its
-// answer. The caller holds rtMu.
+// answer. The caller holds rt.
+//
+// A caller whose deadline passed while it waited for rt sends nothing
+// (the connection stays up for the others); one whose deadline passes
+// during the write or the wait closes the connection, which ends both.
 func (v *clusterView) sendLocked(ctx context.Context, req kmsg.Request) (kmsg.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	stop := context.AfterFunc(ctx, v.conn.close)
+	defer stop()
 	done := make(chan struct{})
 	call := &partCall{req: req, done: func() { close(done) }}
 	if queued, err := v.conn.send(call, true); err != nil {
@@ -281,8 +307,8 @@ func (v *clusterView) sendLocked(ctx context.Context, req kmsg.Request) (kmsg.Re
 }
 
 func (v *clusterView) close() {
-	v.rtMu.Lock()
-	defer v.rtMu.Unlock()
+	v.rt <- struct{}{}
+	defer v.unlockRT()
 	if v.conn != nil {
 		v.conn.close()
 	}

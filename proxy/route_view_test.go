@@ -1,8 +1,13 @@
 package proxy
 
 import (
+	"context"
+	"errors"
+	"net"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -32,5 +37,57 @@ func TestViewStaleKeepsLeaders(t *testing.T) {
 	}
 	if _, ok := v.leader("deleted", 0); ok {
 		t.Error("a topic the whole-cluster answer no longer lists kept its leader")
+	}
+}
+
+// A lookup waiting for the view's connection gives up at its own
+// deadline, and one whose deadline passed while it waited sends nothing
+// and leaves the connection up for the others.
+func TestViewLookupWaitBounded(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	conn, err := net.Dial("tcp", c.ListenAddrs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newClusterView(&Server{})
+	v.conn = newBrokerConn(0, conn, "test")
+	t.Cleanup(v.conn.close)
+
+	v.rt <- struct{}{} // another lookup holds the connection
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan error, 1)
+	go func() {
+		_, err := v.roundTrip(ctx, kmsg.NewPtrMetadataRequest())
+		got <- err
+	}()
+	cancel()
+	select {
+	case err := <-got:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("a waiter whose context ended: %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a waiter whose context ended still waits for the connection")
+	}
+	v.unlockRT()
+
+	expired, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	if err := v.lockRT(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.sendLocked(expired, kmsg.NewPtrMetadataRequest()); !errors.Is(err, context.Canceled) {
+		t.Fatalf("send with an expired context: %v", err)
+	}
+	v.unlockRT()
+	if v.conn.isFailed() {
+		t.Fatal("a caller whose deadline had passed closed the shared connection")
+	}
+	if _, err := v.roundTrip(context.Background(), kmsg.NewPtrMetadataRequest()); err != nil {
+		t.Fatalf("the connection after: %v", err)
 	}
 }
