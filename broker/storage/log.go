@@ -52,7 +52,9 @@ type Log struct {
 
 	recoveredBytes int64 // bytes verified by the last recovery (tests)
 
-	retaining atomic.Bool // a roll-time retention pass is running
+	retaining   atomic.Bool  // a roll-time retention pass is running
+	retainAgain atomic.Bool  // a roll happened since the running pass began
+	retainNow   atomic.Int64 // the latest roll's time (UnixNano), for the pass
 
 	// Compaction (cleaner.go). swapMu is held while cleaned segments
 	// replace old ones, and by retention and DeleteRecords, which remove
@@ -195,14 +197,28 @@ func (l *Log) Append(batches []byte, o AppendOptions) (AppendResult, <-chan erro
 // minutes by default; a roll-time pass keeps the overshoot to about one
 // segment). One pass at a time; the pass takes the log lock itself and is
 // a no-op once the log is closed.
+//
+// A roll during a running pass is not lost: it sets retainAgain, and the
+// pass runs once more (with the latest roll's time) before it ends.
 func (l *Log) retainSoon(now time.Time) {
+	l.retainNow.Store(now.UnixNano())
+	l.retainAgain.Store(true)
 	if !l.retaining.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
-		defer l.retaining.Store(false)
-		if err := l.ApplyRetention(now); err != nil {
-			l.logger.Warn("retention after segment roll", "err", err)
+		for {
+			l.retainAgain.Store(false)
+			if err := l.ApplyRetention(time.Unix(0, l.retainNow.Load())); err != nil {
+				l.logger.Warn("retention after segment roll", "err", err)
+			}
+			l.retaining.Store(false)
+			// A roll that found the pass running set retainAgain before
+			// its CompareAndSwap failed; one after the Store above
+			// starts its own pass.
+			if !l.retainAgain.Load() || !l.retaining.CompareAndSwap(false, true) {
+				return
+			}
 		}
 	}()
 }
