@@ -180,9 +180,7 @@ func setTopError(resp kmsg.Response, code int16) bool {
 
 // coordinatorMoved reports an answer saying the coordinator moved.
 func coordinatorMoved(resp kmsg.Response) bool {
-	moved := func(c int16) bool {
-		return c == kerr.NotCoordinator.Code || c == kerr.CoordinatorNotAvailable.Code
-	}
+	moved := movedCode
 	switch r := resp.(type) {
 	case *kmsg.JoinGroupResponse:
 		return moved(r.ErrorCode)

@@ -56,9 +56,7 @@ func setShareTopError(resp kmsg.Response, code int16) bool {
 
 // shareCoordinatorMoved is coordinatorMoved for the share keys' responses.
 func shareCoordinatorMoved(resp kmsg.Response) bool {
-	moved := func(c int16) bool {
-		return c == kerr.NotCoordinator.Code || c == kerr.CoordinatorNotAvailable.Code
-	}
+	moved := movedCode
 	switch r := resp.(type) {
 	case *kmsg.ShareGroupHeartbeatResponse:
 		return moved(r.ErrorCode)
@@ -82,10 +80,6 @@ func (t *tunnel) routeShareCoordinator(req kmsg.Request, rep reply) (done bool, 
 	return false, nil
 }
 
-func groupMoved(code int16) bool {
-	return code == kerr.NotCoordinator.Code || code == kerr.CoordinatorNotAvailable.Code
-}
-
 func (t *tunnel) routeShareGroupDescribe(r *kmsg.ShareGroupDescribeRequest, rep reply) error {
 	by, failed := splitByCoordinator(t, r.GroupIDs, func(g *string) string { return *g })
 	parts := map[int32]kmsg.Request{}
@@ -96,13 +90,13 @@ func (t *tunnel) routeShareGroupDescribe(r *kmsg.ShareGroupDescribeRequest, rep 
 	}
 	merge := func(m map[int32]kmsg.Response) (kmsg.Response, error) {
 		out := r.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
-		failed := append(failed, unreachedGroups(t, by, m, func(g *string) string { return *g })...)
+		failed := append(failed, unreachedIDs(t, groupKey, by, m, func(g *string) string { return *g })...)
 		for _, resp := range m {
 			x := resp.(*kmsg.ShareGroupDescribeResponse)
 			out.ThrottleMillis = max(out.ThrottleMillis, x.ThrottleMillis)
 			out.Groups = append(out.Groups, x.Groups...)
 			for _, g := range x.Groups {
-				if groupMoved(g.ErrorCode) {
+				if movedCode(g.ErrorCode) {
 					t.view.invalidate(false, &coordKey{groupKey, g.GroupID})
 				}
 			}
@@ -114,7 +108,7 @@ func (t *tunnel) routeShareGroupDescribe(r *kmsg.ShareGroupDescribeRequest, rep 
 		}
 		return out, nil
 	}
-	return t.scatterGroupsPartial(parts, rep, merge)
+	return t.scatterOrAnswer(parts, rep, merge)
 }
 
 func (t *tunnel) routeDescribeShareGroupOffsets(r *kmsg.DescribeShareGroupOffsetsRequest, rep reply) error {
@@ -127,13 +121,13 @@ func (t *tunnel) routeDescribeShareGroupOffsets(r *kmsg.DescribeShareGroupOffset
 	}
 	merge := func(m map[int32]kmsg.Response) (kmsg.Response, error) {
 		out := r.ResponseKind().(*kmsg.DescribeShareGroupOffsetsResponse)
-		failed := append(failed, unreachedGroups(t, by, m, func(g *kmsg.DescribeShareGroupOffsetsRequestGroup) string { return g.GroupID })...)
+		failed := append(failed, unreachedIDs(t, groupKey, by, m, func(g *kmsg.DescribeShareGroupOffsetsRequestGroup) string { return g.GroupID })...)
 		for _, resp := range m {
 			x := resp.(*kmsg.DescribeShareGroupOffsetsResponse)
 			out.ThrottleMillis = max(out.ThrottleMillis, x.ThrottleMillis)
 			out.Groups = append(out.Groups, x.Groups...)
 			for _, g := range x.Groups {
-				if groupMoved(g.ErrorCode) {
+				if movedCode(g.ErrorCode) {
 					t.view.invalidate(false, &coordKey{groupKey, g.GroupID})
 				}
 			}
@@ -145,31 +139,5 @@ func (t *tunnel) routeDescribeShareGroupOffsets(r *kmsg.DescribeShareGroupOffset
 		}
 		return out, nil
 	}
-	return t.scatterGroupsPartial(parts, rep, merge)
-}
-
-// scatterGroupsPartial is scatterOrAnswer for the batched share-group
-// keys, with a coordinator that cannot be reached costing its groups a
-// COORDINATOR_NOT_AVAILABLE (which clients retry), not the connection.
-func (t *tunnel) scatterGroupsPartial(parts map[int32]kmsg.Request, rep reply, merge func(map[int32]kmsg.Response) (kmsg.Response, error)) error {
-	if len(parts) > 0 {
-		return t.scatterPartial(parts, rep, merge)
-	}
 	return t.scatterOrAnswer(parts, rep, merge)
-}
-
-// unreachedGroups lists the groups of the parts that got no answer (the
-// coordinator's connection failed), forgetting those coordinators.
-func unreachedGroups[T any](t *tunnel, by map[int32][]T, m map[int32]kmsg.Response, group func(*T) string) []T {
-	var out []T
-	for n, gs := range by {
-		if _, ok := m[n]; ok {
-			continue
-		}
-		for i := range gs {
-			t.view.invalidate(false, &coordKey{groupKey, group(&gs[i])})
-		}
-		out = append(out, gs...)
-	}
-	return out
 }
