@@ -46,6 +46,10 @@ type Options struct {
 	// Local is the built-in broker; used when Bootstrap is empty.
 	Local Local
 
+	// Answerer, if set, answers the keys it takes in the gateway itself,
+	// for either backend (answer.go).
+	Answerer Answerer
+
 	MaxFrameBytes        int32
 	MaxPreauthFrameBytes int32 // frame limit before SASL authentication completes
 	// MaxRequestBytes caps the frames of every API but Produce, which

@@ -39,6 +39,7 @@ var readStages = [...]readStage{
 	{"decode", (*session).stageDecode},                 // bodies a full audit record or ApiVersions v3+ needs
 	{"observe", (*session).stageObserve},               // client software name, pass-through SASL user
 	{"entry", (*session).stageEntry},                   // the queue entry that will carry the response
+	{"answer", (*session).stageAnswer},                 // keys the gateway answers itself: its ACL, quota, credential stores (answer.go)
 	{"route", routeStage},                              // single-port: split by broker, merge the answers (route.go)
 	{"backend", (*session).stageBackend},               // built-in broker, or the upstream connection
 }
