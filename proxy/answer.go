@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -85,4 +86,34 @@ func (s *session) stageAnswer(r *request) (bool, error) {
 	resp.SetVersion(req.GetVersion())
 	ch <- result{body: wire.Bytes(resp.AppendTo(nil))}
 	return true, nil
+}
+
+// Answerers is several Answerers as one: the first that answers a key
+// on a listener answers it. The gateway installs its stores' answerers
+// this way (ACLs, client quotas, SCRAM credentials), each taking its own
+// keys.
+type Answerers []Answerer
+
+// Answers reports whether any of as answers key on listener.
+func (as Answerers) Answers(listener string, key int16) bool {
+	return as.pick(listener, key) != nil
+}
+
+// Answer asks the first of as that answers the request's key on the
+// asker's listener.
+func (as Answerers) Answer(ctx context.Context, who Asker, req kmsg.Request) (kmsg.Response, error) {
+	a := as.pick(who.Listener, req.Key())
+	if a == nil {
+		return nil, fmt.Errorf("no answerer takes %s", apiName(req.Key()))
+	}
+	return a.Answer(ctx, who, req)
+}
+
+func (as Answerers) pick(listener string, key int16) Answerer {
+	for _, a := range as {
+		if a != nil && a.Answers(listener, key) {
+			return a
+		}
+	}
+	return nil
 }
