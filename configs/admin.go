@@ -28,10 +28,61 @@ type AdminUI struct {
 	// Actions enables the console's data-changing actions (create a
 	// topic, reset a group's offsets). Default false.
 	Actions bool `yaml:"actions"`
+	// Principal is who the console is to the gateway: its Kafka requests
+	// (pages and actions alike) go through the session pipeline on the
+	// in-process listener ConsoleListener, with this principal, so policy,
+	// audit, metrics and rate limits treat them as a client's. Default
+	// DefaultConsolePrincipal.
+	Principal string `yaml:"principal"`
+}
+
+// ConsoleListener is the listener name of the web console's in-process
+// sessions (policy's `listener`, audit records, metric labels); no
+// configured listener may take it while the console is on.
+const ConsoleListener = "admin"
+
+// DefaultConsolePrincipal is admin.ui.principal's default.
+const DefaultConsolePrincipal = "User:tollgate-console"
+
+// ConsoleOn reports whether the web console runs, and with it the
+// in-process listener ConsoleListener.
+func (a Admin) ConsoleOn() bool { return a.Enabled() && a.UI.Enabled }
+
+// listenerNames are the listeners a policy rule or an audit filter may
+// name: the configured ones and, while the console runs, its in-process
+// one.
+func (c *Config) listenerNames() map[string]bool {
+	names := map[string]bool{}
+	for _, l := range c.Listeners {
+		names[l.Name] = true
+	}
+	if c.Admin.ConsoleOn() {
+		names[ConsoleListener] = true
+	}
+	return names
+}
+
+// adminUI checks admin.ui: a principal in Kafka's Type:name form, and no
+// client listener named like the console's in-process one.
+func (v *validator) adminUI() {
+	u := v.c.Admin.UI
+	if !v.c.Admin.ConsoleOn() {
+		return
+	}
+	if typ, name, ok := strings.Cut(u.Principal, ":"); !ok || typ == "" || name == "" || strings.TrimSpace(u.Principal) != u.Principal {
+		v.errf("admin.ui.principal", u.Principal, "%q is not a principal: want Type:name, as Kafka writes them (default %s)", u.Principal, DefaultConsolePrincipal)
+	}
+	for i, l := range v.c.Listeners {
+		if l.Name == ConsoleListener {
+			p := fmt.Sprintf("listeners[%d].name", i)
+			v.errf(p, l.Name, "%q is the web console's in-process listener: name this listener otherwise, or set admin.ui.enabled: false", l.Name)
+		}
+	}
 }
 
 func (v *validator) adminSecurity() {
 	a := v.c.Admin
+	v.adminUI()
 	if au := a.Auth; au != nil {
 		if au.TokenFile == "" && au.Username == "" {
 			v.errf("admin.auth", "", "give token_file, or username and password_file")

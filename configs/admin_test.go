@@ -62,3 +62,41 @@ func TestAdminSecurityErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminUIPrincipal: admin.ui.principal defaults to
+// DefaultConsolePrincipal and must be Type:name; no client listener may
+// be named like the console's in-process listener, which policy rules and
+// audit filters may name while the console runs (and only then).
+func TestAdminUIPrincipal(t *testing.T) {
+	cfg, err := Parse([]byte("admin: { ui: { actions: true } }\n"), "a.yaml")
+	if err != nil || cfg.Admin.UI.Principal != DefaultConsolePrincipal {
+		t.Fatalf("default principal: %q %v", cfg.Admin.UI.Principal, err)
+	}
+	cfg, err = Parse([]byte("admin: { ui: { principal: \"User:ops\" } }\n"), "a.yaml")
+	if err != nil || cfg.Admin.UI.Principal != "User:ops" {
+		t.Fatalf("principal: %q %v", cfg.Admin.UI.Principal, err)
+	}
+	rule := "policy: { rules: [ { name: r, match: { listener: admin, api: [CreateTopics] }, action: deny } ] }\n"
+	if _, err := Parse([]byte(rule+"audit: { level: summary, filter: { listener: [admin] } }\n"), "a.yaml"); err != nil {
+		t.Errorf("a rule and an audit filter naming the console listener: %v", err)
+	}
+	for yaml, want := range map[string]string{
+		"admin: { ui: { principal: \"\" } }\n":        "admin.ui.principal",
+		"admin: { ui: { principal: ops } }\n":         "want Type:name",
+		"admin: { ui: { principal: \"User:\" } }\n":   "want Type:name",
+		"admin: { ui: { principal: \" User:x\" } }\n": "want Type:name",
+		"listeners: [{ name: admin }]\n":              "the web console's in-process listener",
+		"admin: { listen: off }\n" + rule:             `no listener is named "admin"`,
+		"admin: { ui: { enabled: false } }\n" + rule:  `no listener is named "admin"`,
+	} {
+		_, err := Parse([]byte(yaml), "a.yaml")
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want %q", yaml, err, want)
+		}
+	}
+	for _, yaml := range []string{"listeners: [{ name: admin }]\nadmin: { listen: off }\n", "listeners: [{ name: admin }]\nadmin: { ui: { enabled: false } }\n"} {
+		if _, err := Parse([]byte(yaml), "a.yaml"); err != nil {
+			t.Errorf("%s: %v (no console, no reserved name)", yaml, err)
+		}
+	}
+}

@@ -213,10 +213,7 @@ func (v *validator) auditKafka(p string, k *AuditKafka) {
 }
 
 func (v *validator) auditFilter(p string, f *AuditFilter, level string) {
-	names := map[string]bool{}
-	for _, l := range v.c.Listeners {
-		names[l.Name] = true
-	}
+	names := v.c.listenerNames()
 	for i, l := range f.Listener {
 		if !names[l] {
 			v.errf(fmt.Sprintf("%s.listener[%d]", p, i), l, "no listener is named %q", l)

@@ -271,7 +271,7 @@ func Default() *Config {
 			CleanerDedupeBuffer: DefaultCleanerDedupe,
 			CleanerBackoff:      DefaultCleanerBackoff,
 		},
-		Admin: Admin{Listen: DefaultAdminListen, UI: AdminUI{Enabled: true}},
+		Admin: Admin{Listen: DefaultAdminListen, UI: AdminUI{Enabled: true, Principal: DefaultConsolePrincipal}},
 		Limits: Limits{
 			MaxFrameBytes:            DefaultMaxFrameBytes,
 			MaxPreauthFrameBytes:     DefaultMaxPreauthBytes,

@@ -391,10 +391,7 @@ func (v *validator) policy() {
 	default:
 		v.errf("policy.default", p.Default, "%q: want allow or deny", p.Default)
 	}
-	listeners := map[string]bool{}
-	for _, l := range v.c.Listeners {
-		listeners[l.Name] = true
-	}
+	listeners := v.c.listenerNames()
 	for i, name := range p.HideDeniedAPIs {
 		if !listeners[name] {
 			v.errf(fmt.Sprintf("policy.hide_denied_apis[%d]", i), name, "no listener is named %q", name)

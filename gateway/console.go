@@ -19,6 +19,7 @@ import (
 	"github.com/tollgate-kafka/tollgate/auth"
 	"github.com/tollgate-kafka/tollgate/configs"
 	"github.com/tollgate-kafka/tollgate/metrics"
+	"github.com/tollgate-kafka/tollgate/proxy"
 	"github.com/tollgate-kafka/tollgate/webui"
 )
 
@@ -145,30 +146,24 @@ func (g *Gateway) mountConsole(a *metrics.AdminServer) error {
 	return nil
 }
 
-// consoleKafka is how the console reaches Kafka: in upstream mode the
-// upstream directly, as the gateway's own identity; with the built-in
-// broker, the first listener that needs neither TLS nor SASL. nil when
-// there is no such way (the Kafka pages say so).
+// consoleKafka is how the console reaches Kafka: through the gateway's
+// own session pipeline, on the in-process listener
+// configs.ConsoleListener with admin.ui.principal
+// (proxy/console_listener.go), so policy, audit, metrics and rate limits
+// apply to its pages and actions as to any client, in both backends. nil
+// when the upstream relays its clients' SASL (upstream.sasl:
+// passthrough): the gateway has no identity of its own to give the
+// console's upstream connections (the Kafka pages say so).
 func (g *Gateway) consoleKafka() []kgo.Opt {
-	if g.cfg.UpstreamMode() {
-		opts, err := upstreamClient(g.cfg.Upstream)
-		if err != nil {
-			return nil
-		}
-		return opts
+	if u := g.cfg.Upstream; g.cfg.UpstreamMode() && u.SASL != nil && u.SASL.Passthrough {
+		return nil
 	}
-	for i, l := range g.cfg.Listeners {
-		if l.TLS != nil || l.SASL != nil {
-			continue
-		}
-		addr := g.Server.Addr(i).(*net.TCPAddr)
-		host := addr.IP.String()
-		if addr.IP.IsUnspecified() {
-			host = "127.0.0.1"
-		}
-		return []kgo.Opt{kgo.SeedBrokers(net.JoinHostPort(host, fmt.Sprint(addr.Port)))}
+	principal := g.cfg.Admin.UI.Principal
+	if principal == "" { // a configuration built in code, not decoded
+		principal = configs.DefaultConsolePrincipal
 	}
-	return nil
+	seed, dial := g.Server.ConsoleDialer(proxy.ConsoleOptions{Name: configs.ConsoleListener, Principal: principal})
+	return []kgo.Opt{kgo.SeedBrokers(seed), kgo.Dialer(dial)}
 }
 
 // upstreamClient is a kgo client's options for the upstream as the

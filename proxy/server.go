@@ -77,6 +77,9 @@ type listener struct {
 	host string // advertised host
 	boot net.Listener
 	sni  *sniRouter // nil unless brokers are routed by TLS server name
+	// console marks the web console's in-process listener
+	// (console_listener.go): no socket (boot is nil), virtual ports.
+	console *consoleListener
 
 	mu      sync.Mutex
 	brokers map[int32]net.Listener // node id -> per-broker listener
@@ -295,6 +298,9 @@ func (s *Server) closeListeners() {
 // first sight. It is called while a response that names the node is being
 // rewritten, so the port is open before the client reads the address.
 func (l *listener) brokerPort(node int32) (int32, error) {
+	if l.console != nil {
+		return consoleVirtualPort(node)
+	}
 	if l.sni != nil {
 		return 0, errors.New("an SNI listener has no broker ports")
 	}
@@ -333,7 +339,12 @@ func (l *listener) brokerPort(node int32) (int32, error) {
 }
 
 // bootPort is the bound port of the bootstrap listener.
-func (l *listener) bootPort() int32 { return int32(l.boot.Addr().(*net.TCPAddr).Port) }
+func (l *listener) bootPort() int32 {
+	if l.console != nil {
+		return 0 // console_listener.go
+	}
+	return int32(l.boot.Addr().(*net.TCPAddr).Port)
+}
 
 func (s *Server) closingNow() bool {
 	s.mu.Lock()

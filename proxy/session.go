@@ -169,6 +169,9 @@ func newSession(s *Server, l *listener, c net.Conn, node int32) *session {
 	sess.shownNode.Store(node)
 	sess.log = s.log.With("conn", id, "listener", l.opts.Name, "client", sess.remote)
 	sess.subj = policy.Subject{Listener: l.opts.Name, Addr: remoteAddr(sess.remote)}
+	if l.console != nil {
+		sess.subj.Principal = l.console.principal // console_listener.go
+	}
 	sess.hooks = s.opts.Hooks
 	if l.opts.SASL != nil {
 		sess.sasl = &saslState{server: l.opts.SASL}

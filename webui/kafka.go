@@ -402,15 +402,31 @@ func (c *Console) createTopic(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		defer done()
 		var resp kadm.CreateTopicResponse
-		if resp, err = adm.CreateTopic(ctx, int32(parts), -1, nil, name); err == nil {
-			err = resp.Err
+		resp, err = adm.CreateTopic(ctx, int32(parts), -1, nil, name)
+		if resp.Err != nil { // kadm returns the topic's error as err too
+			err = withMessage(resp.Err, resp.ErrMessage)
 		}
 	}
 	if err != nil {
-		c.render(w, r, "topics", "Topics", []TopicRow{}, fmt.Errorf("create topic %s: %w", name, err))
+		// The refusal over the topics as they are, so the page stays usable.
+		rows, _ := c.topicRows(ctx)
+		if rows == nil {
+			rows = []TopicRow{}
+		}
+		c.render(w, r, "topics", "Topics", rows, fmt.Errorf("create topic %s: %w", name, err))
 		return
 	}
 	http.Redirect(w, r, "/ui/topics/"+url.PathEscape(name), http.StatusSeeOther)
+}
+
+// withMessage adds a response's ErrorMessage, when the broker (or the
+// gateway's policy) sent one, to the error its code names: the page shows
+// what the broker said, not only the code.
+func withMessage(err error, msg string) error {
+	if err == nil || msg == "" || strings.Contains(err.Error(), msg) {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, msg)
 }
 
 func (c *Console) seekGroup(w http.ResponseWriter, r *http.Request) {

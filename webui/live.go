@@ -32,13 +32,19 @@ func (c *Console) livePage(w http.ResponseWriter, r *http.Request) {
 const liveKeepalive = 15 * time.Second
 
 // liveEvents streams audit records as Server-Sent Events, filtered like
-// /tap (api, api_not, topic, client, listener).
+// /tap (api, api_not, topic, client, listener). A filter on what a request
+// is (api, topic, client) shows requests only: connection events carry
+// none of those, and the trail's filter selects them by listener alone
+// (configs.AuditFilter), so ?api=Produce would otherwise stream every
+// connect and disconnect too.
 func (c *Console) liveEvents(w http.ResponseWriter, r *http.Request) {
 	if c.opts.Tap == nil {
 		http.Error(w, "the live tap is not available", http.StatusServiceUnavailable)
 		return
 	}
-	f, err := audit.FilterFromQuery(r.URL.Query())
+	q := r.URL.Query()
+	requestsOnly := q.Get("api") != "" || q.Get("topic") != "" || q.Get("client") != "" || q.Get("client_id") != ""
+	f, err := audit.FilterFromQuery(q)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -61,15 +67,17 @@ func (c *Console) liveEvents(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return
 			}
-			buf = append(buf[:0], "data: "...)
-			buf = append(rec.AppendJSON(buf, true), "\n\n"...)
-			// A stalled browser must not hold the subscription; the trail
-			// drops what it cannot take meanwhile.
-			_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
-			if _, err := w.Write(buf); err != nil {
-				return
+			if !requestsOnly || rec.IsRequest() {
+				buf = append(buf[:0], "data: "...)
+				buf = append(rec.AppendJSON(buf, true), "\n\n"...)
+				// A stalled browser must not hold the subscription; the trail
+				// drops what it cannot take meanwhile.
+				_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+				if _, err := w.Write(buf); err != nil {
+					return
+				}
 			}
-			if len(ch) == 0 {
+			if len(ch) == 0 { // the backlog is written (a skipped event ends it too)
 				_ = rc.Flush()
 			}
 		case <-keep.C:

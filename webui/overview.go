@@ -22,8 +22,8 @@ type Overview struct {
 	Upstream    []string             `json:"upstream,omitempty"`
 	Health      string               `json:"health"` // "ok" or why not
 	Listeners   []proxy.ListenerInfo `json:"listeners"`
-	Connections []proxy.ConnInfo     `json:"connections"` // the oldest maxShownConnections
-	ConnCount   int                  `json:"connections_total"`
+	Connections []proxy.ConnInfo     `json:"connections"`      // the oldest maxShownConnections
+	OpenConns   int                  `json:"connections_open"` // open now, of which Connections shows the oldest
 	Requests    []APIRate            `json:"requests"`
 	Brokers     []BrokerHealth       `json:"upstream_brokers"` // upstream mode: per node, from the metrics
 	Denials     float64              `json:"denials"`
@@ -51,7 +51,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		Listeners: []proxy.ListenerInfo{}, Connections: []proxy.ConnInfo{}}
 	if g := c.opts.Gateway; g != nil {
 		o.Listeners, o.Connections = g.Listeners(), g.Connections()
-		o.ConnCount = len(o.Connections)
+		o.OpenConns = len(o.Connections)
 		o.Connections = o.Connections[:min(len(o.Connections), maxShownConnections)]
 		if err := g.Ready(); err != nil {
 			o.Health = err.Error()

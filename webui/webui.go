@@ -7,6 +7,13 @@
 // Every page answers JSON with Accept: application/json. The console is
 // read-only unless Options.Actions is set (create a topic, reset a
 // group's offsets). Authentication and TLS are the admin server's.
+//
+// Pages and actions alike reach Kafka through the gateway's own session
+// pipeline (the gateway's Options.Kafka dials its in-process console
+// listener, proxy/console_listener.go): policy decides, the audit trail
+// records and metrics count every request the console makes, under the
+// listener configs.ConsoleListener and admin.ui.principal. A refused
+// action shows the broker's error, with its ErrorMessage, on the page.
 package webui
 
 import (
@@ -195,7 +202,7 @@ func statusFor(err error) int {
 	switch {
 	case errors.Is(err, errBadRequest):
 		return http.StatusBadRequest
-	case errors.Is(err, errForbidden):
+	case errors.Is(err, errForbidden), authorizationFailed(err):
 		return http.StatusForbidden
 	case errors.Is(err, errNoKafka):
 		return http.StatusServiceUnavailable
@@ -203,6 +210,18 @@ func statusFor(err error) int {
 		return http.StatusNotFound
 	}
 	return http.StatusBadGateway // the cluster refused or failed
+}
+
+// authorizationFailed reports whether the broker (or the gateway's policy,
+// which refuses like one) denied the request.
+func authorizationFailed(err error) bool {
+	for _, e := range []error{kerr.TopicAuthorizationFailed, kerr.GroupAuthorizationFailed, kerr.ClusterAuthorizationFailed,
+		kerr.TransactionalIDAuthorizationFailed, kerr.DelegationTokenAuthorizationFailed} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // kafkaTimeout bounds one page's Kafka requests.
