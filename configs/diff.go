@@ -38,8 +38,8 @@ func diffValue(a, b reflect.Value, path string, out *[]string) {
 			diffValue(a.Elem(), b.Elem(), path, out)
 		}
 	case reflect.Struct:
-		n := len(*out)
 		t := a.Type()
+		hidden := false // a yaml:"-" field differs: named by this section, once
 		for i := range t.NumField() {
 			f := t.Field(i)
 			if !f.IsExported() || f.Tag.Get("diff") == "-" {
@@ -48,7 +48,8 @@ func diffValue(a, b reflect.Value, path string, out *[]string) {
 			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 			switch name {
 			case "-":
-				if !reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) && len(*out) == n {
+				if !hidden && !reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) {
+					hidden = true
 					*out = append(*out, path)
 				}
 				continue
@@ -57,9 +58,6 @@ func diffValue(a, b reflect.Value, path string, out *[]string) {
 			}
 			diffValue(a.Field(i), b.Field(i), join(path, name), out)
 		}
-		// A "-" field reported its section before the section's own
-		// fields were walked: keep the section once.
-		dedupe(out, n)
 	case reflect.Slice:
 		if a.Len() == 0 && b.Len() == 0 {
 			return
@@ -95,17 +93,4 @@ func sectionList(t reflect.Type) bool {
 		e = e.Elem()
 	}
 	return e.Kind() == reflect.Struct
-}
-
-// dedupe drops repeats of (*out)[from:] keeping the first of each.
-func dedupe(out *[]string, from int) {
-	seen := map[string]bool{}
-	kept := (*out)[:from]
-	for _, p := range (*out)[from:] {
-		if !seen[p] {
-			seen[p] = true
-			kept = append(kept, p)
-		}
-	}
-	*out = kept
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tollgate-kafka/tollgate/auth"
 	"github.com/tollgate-kafka/tollgate/configs"
+	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/proxy"
 )
 
@@ -93,8 +94,8 @@ func under(field, section string) bool {
 // from cfg into the next plan's configuration (what runs after the
 // reload); fields that need a restart keep the values in force. For the
 // audit level, the rule is liveOnReload's.
-func (p *Plan) withLive(cfg *configs.Config, g *Gateway) (*Plan, error) {
-	next, err := p.withPolicy(cfg, g.Server.Policy())
+func (p *Plan) withLive(cfg *configs.Config, prev *policy.Engine) (*Plan, error) {
+	next, err := p.withPolicy(cfg, prev)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +160,7 @@ func (g *Gateway) ReloadFrom(load func() (*configs.Config, error)) (err error) {
 			applied = append(applied, c.Field)
 		}
 	}
-	next, err := cur.withLive(cfg, g)
+	next, err := cur.withLive(cfg, g.Server.Policy())
 	if err != nil {
 		return err
 	}
@@ -196,6 +197,6 @@ func (g *Gateway) ReloadFrom(load func() (*configs.Config, error)) (err error) {
 		g.log.Warn("configuration changed, needs a restart", "fields", strings.Join(pending, ","))
 	}
 	g.log.Info("configuration reloaded", "applied", strings.Join(applied, ","), "rules", next.Policy.Rules(),
-		"pending_restart", len(pending), "files", "tls certificates, keys and CAs, users and JWKS files re-read at next use")
+		"pending_restart", len(pending), "reread", "tls, users and jwks files")
 	return nil
 }
