@@ -101,15 +101,18 @@ func WithRetryInterval(d time.Duration) Option { return func(t *Trail) { t.retry
 // writer, and fans them out to live subscribers. Its methods are safe for
 // concurrent use, and a nil *Trail is a trail that is off.
 type Trail struct {
-	level  Level
+	level  atomic.Int32 // a Level; Reconfigure changes it
 	strict bool
-	filter *Filter
+	filter atomic.Pointer[Filter] // nil selects every record
 	hooks  Hooks
 	log    *slog.Logger
 	retry  time.Duration
 
 	sink  io.Writer
+	file  *lumberjack.Logger // the sink when it is a file; only the writer goroutine touches it after New
 	queue chan *Record
+
+	maxSizeMiB atomic.Int64 // a new audit.sink.max_size for the writer to apply; 0: none
 
 	failing atomic.Bool
 	lastErr atomic.Pointer[error]
@@ -157,9 +160,7 @@ func New(cfg configs.Audit, hooks Hooks, opts ...Option) (*Trail, error) {
 		q = configs.DefaultAuditQueue
 	}
 	t := &Trail{
-		level:      level,
 		strict:     cfg.Mode == configs.AuditStrict,
-		filter:     f,
 		hooks:      hooks,
 		log:        slog.Default(),
 		retry:      DefaultRetryInterval,
@@ -167,6 +168,8 @@ func New(cfg configs.Audit, hooks Hooks, opts ...Option) (*Trail, error) {
 		done:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 	}
+	t.level.Store(int32(level))
+	t.filter.Store(f)
 	for _, o := range opts {
 		o(t)
 	}
@@ -177,11 +180,12 @@ func New(cfg configs.Audit, hooks Hooks, opts ...Option) (*Trail, error) {
 		if cfg.Sink.Stdout() {
 			t.sink = os.Stdout
 		} else {
-			t.sink = &lumberjack.Logger{
+			t.file = &lumberjack.Logger{
 				Filename:   cfg.Sink.File,
 				MaxSize:    cfg.Sink.MaxSizeMiB(),
 				MaxBackups: cfg.Sink.Keep,
 			}
+			t.sink = t.file
 		}
 	}
 	if t.sink != nil {
@@ -201,7 +205,7 @@ func (t *Trail) Level() Level {
 	if t.nsubs.Load() > 0 {
 		return Full
 	}
-	return t.level
+	return Level(t.level.Load())
 }
 
 // Wants is the cheap header pre-check the gateway makes before it builds
@@ -213,7 +217,7 @@ func (t *Trail) Wants(listener string, key int16, clientID string) bool {
 	if t.nsubs.Load() > 0 {
 		return true
 	}
-	return t.level != Off && t.filter.MatchHeader(listener, key, clientID)
+	return Level(t.level.Load()) != Off && t.filter.Load().MatchHeader(listener, key, clientID)
 }
 
 // Strict reports whether the trail is in strict mode.
@@ -235,7 +239,7 @@ func (t *Trail) Log(rec *Record) error {
 	if t.nsubs.Load() > 0 {
 		t.publish(rec)
 	}
-	if t.level == Off || !t.filter.Match(rec) {
+	if Level(t.level.Load()) == Off || !t.filter.Load().Match(rec) {
 		return nil
 	}
 	select {

@@ -41,7 +41,6 @@ func (t *Trail) probe() bool {
 func (t *Trail) run() {
 	defer close(t.writerDone)
 	buf := make([]byte, 0, maxWriteBytes)
-	full := t.level == Full
 	var retry <-chan time.Time
 	for {
 		if t.strict && t.failing.Load() && t.sink != nil {
@@ -59,9 +58,10 @@ func (t *Trail) run() {
 			t.probe()
 			continue
 		case <-t.done:
-			t.drain(buf, full)
+			t.drain(buf, Level(t.level.Load()) == Full)
 			return
 		}
+		full := Level(t.level.Load()) == Full
 		n := 1
 		buf = append(rec.AppendJSON(buf[:0], full), '\n')
 	batch:
@@ -105,6 +105,12 @@ func (t *Trail) drain(buf []byte, full bool) {
 func (t *Trail) write(buf []byte, n int) {
 	if t.sink == nil {
 		return
+	}
+	if m := t.maxSizeMiB.Swap(0); m > 0 && t.file != nil {
+		// lumberjack reads MaxSize only inside Write, and only this
+		// goroutine writes (its mill goroutine reads MaxBackups, which
+		// is therefore not changed live).
+		t.file.MaxSize = int(m)
 	}
 	for {
 		w, err := t.sink.Write(buf)

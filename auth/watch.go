@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -16,6 +17,20 @@ import (
 // also follows Kubernetes secret mounts, whose files change by a symlink
 // swap.
 const checkInterval = time.Second
+
+// rereads counts Reread calls. A watched value read before the latest
+// one is read again from its files at its next use.
+var rereads atomic.Uint64
+
+// Reread makes every watched file in the process (listener and admin TLS
+// certificates, keys and client CAs; SASL users files; JWKS files) be
+// read again at its next use, changed or not: a configuration reload
+// calls it, so that a certificate rotated in a way the stat check cannot
+// see (rewritten in place within the same second, same size) is picked up
+// at once. A file that fails to read keeps its previous version, as at
+// any check. It is process-wide: every gateway in the process re-reads
+// (which costs one read of each file and changes nothing else).
+func Reread() { rereads.Add(1) }
 
 // fileStamp identifies one version of a file: a replaced file (atomic
 // rename, symlink swap) has a new inode; one rewritten in place has a new
@@ -48,6 +63,7 @@ type watched[T any] struct {
 	cur       T
 	stamps    []fileStamp
 	lastCheck time.Time
+	reread    uint64 // rereads as of the last load
 	now       func() time.Time
 }
 
@@ -81,7 +97,7 @@ func newWatchedFrom[T any](what string, log *slog.Logger, first func() (T, error
 	if err != nil {
 		return nil, err
 	}
-	w.cur, w.stamps, w.lastCheck = v, stamps, w.now()
+	w.cur, w.stamps, w.lastCheck, w.reread = v, stamps, w.now(), rereads.Load()
 	return w, nil
 }
 
@@ -98,21 +114,24 @@ func (w *watched[T]) stat() ([]fileStamp, error) {
 }
 
 // get returns the current value, reloading it first when checkInterval has
-// passed and a file changed.
+// passed and a file changed, or when Reread was called since the last
+// load.
 func (w *watched[T]) get() T {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now()
-	if now.Sub(w.lastCheck) < checkInterval {
+	epoch := rereads.Load()
+	forced := epoch != w.reread
+	if !forced && now.Sub(w.lastCheck) < checkInterval {
 		return w.cur
 	}
-	w.lastCheck = now
+	w.lastCheck, w.reread = now, epoch
 	stamps, err := w.stat()
 	if err != nil {
 		w.log.Warn("reload failed; keeping the previous version", "what", w.what, "err", err)
 		return w.cur
 	}
-	if sameStamps(stamps, w.stamps) {
+	if !forced && sameStamps(stamps, w.stamps) {
 		return w.cur
 	}
 	v, err := w.load()
@@ -121,7 +140,7 @@ func (w *watched[T]) get() T {
 		return w.cur
 	}
 	w.cur, w.stamps = v, stamps
-	w.log.Info("reloaded", "what", w.what)
+	w.log.Info("reloaded", "what", w.what, "forced", forced)
 	return w.cur
 }
 

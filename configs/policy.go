@@ -48,8 +48,9 @@ type Policy struct {
 	Rules          []Rule   `yaml:"rules,omitempty"`
 
 	// Source is the file the policy was read from ("" when built in
-	// code), for warnings that name a line.
-	Source string `yaml:"-"`
+	// code), for warnings that name a line; not configuration (Changed
+	// skips it).
+	Source string `yaml:"-" diff:"-"`
 
 	// parsed is what Validate compiled (Regex, Address, APIKeys).
 	parsed *policyParsed
@@ -118,7 +119,7 @@ type Rule struct {
 	Rate   *Rate  `yaml:"rate,omitempty"`
 
 	// Line is where the rule starts in Source (0 when unknown).
-	Line int `yaml:"-"`
+	Line int `yaml:"-" diff:"-"`
 }
 
 // Match lists a rule's conditions; all that are set must hold. An empty

@@ -202,35 +202,6 @@ func (g *Gateway) Close(ctx context.Context) error {
 	return err
 }
 
-// Reload loads file and swaps in its policy, keeping the rate budgets of
-// rules whose name and rate are unchanged. Other sections need a restart.
-func (g *Gateway) Reload(file string) error {
-	return g.ReloadFrom(func() (*configs.Config, error) { return configs.Load(file) })
-}
-
-// ReloadFrom is Reload with the configuration from load, which returns
-// it validated: tollgate passes the same path it started from (the file
-// with the flags overlaid), so a reload sees what a restart would.
-func (g *Gateway) ReloadFrom(load func() (*configs.Config, error)) (err error) {
-	defer func() { g.policy.reloaded(time.Now(), err) }()
-	cfg, err := load()
-	if err != nil {
-		return err
-	}
-	next, err := g.plan.Load().withPolicy(cfg, g.Server.Policy())
-	if err != nil {
-		return err
-	}
-	defer g.policy.installed(cfg.Policy, time.Now())
-	for _, w := range next.Warnings {
-		g.log.Warn("policy", "warning", w.String())
-	}
-	g.Server.SetPolicy(next.Policy)
-	g.plan.Store(next)
-	g.log.Info("policy reloaded", "rules", next.Policy.Rules())
-	return nil
-}
-
 // openBackend opens the plan's backend: nothing in upstream mode, the
 // built-in broker otherwise (installed as opts.Local).
 func openBackend(plan *Plan, opts *proxy.Options, log *slog.Logger, obs broker.Observer) (*broker.Broker, func(), error) {

@@ -77,7 +77,8 @@ func (p *Plan) provision(log *slog.Logger) error {
 
 // withPolicy provisions the plan a reload swaps in: this plan's
 // listeners, TLS, SASL, upstream and backend (a reload does not
-// re-provision them; they need a restart) with cfg's policy, compiled
+// re-provision them; withLive, reload.go, adds the other fields a reload
+// applies) with cfg's policy, compiled
 // from prev so that rate rules whose name and rate are unchanged keep
 // their budgets. The new plan shares what this one provisioned, so only
 // the plan in force is closed.

@@ -77,6 +77,7 @@ type Metrics struct {
 	throttles     *prometheus.CounterVec
 	throttleSecs  *prometheus.CounterVec
 	reloads       *prometheus.CounterVec
+	pending       *prometheus.GaugeVec // fields a reload found changed that need a restart
 	auditWritten  prometheus.Counter
 	auditDropped  *prometheus.CounterVec
 	rewrites      *prometheus.CounterVec
@@ -153,6 +154,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Throttle time imposed, by policy rule."}, []string{"rule"}))
 	m.reloads = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "policy_reloads_total",
 		Help: "Policy reloads by result (ok, failed)."}, []string{"result"}))
+	m.pending = register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "config_reload_pending_restart",
+		Help: "1 for each configuration field (YAML path) the configuration file changes from what runs and only a restart applies."}, []string{"field"}))
 	m.auditWritten = register(reg, prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "audit_records_written_total",
 		Help: "Audit records written to the sink."}))
 	m.auditDropped = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "audit_records_dropped_total",
@@ -355,6 +358,20 @@ func (m *Metrics) PolicyReload(ok bool) {
 		r = "failed"
 	}
 	m.reloads.WithLabelValues(r).Inc()
+}
+
+// PendingRestart sets tollgate_config_reload_pending_restart to 1 for
+// exactly fields (YAML paths): those the configuration file changes from
+// what runs and only a restart applies. A field a later reload brings
+// back is cleared.
+func (m *Metrics) PendingRestart(fields []string) {
+	if m == nil {
+		return
+	}
+	m.pending.Reset()
+	for _, f := range fields {
+		m.pending.WithLabelValues(f).Set(1)
+	}
 }
 
 // AuditWritten counts a record written (audit.Hooks).

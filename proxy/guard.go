@@ -13,11 +13,11 @@ import (
 // failures. It is bounded: past maxGuarded addresses the least recently
 // seen are forgotten, so a flood of addresses cannot grow it without end.
 type addrGuard struct {
-	rate     float64
+	mu       sync.Mutex
+	rate     float64 // guarded by mu, like the settings below (a reload changes them: set)
 	failures int
 	lockout  time.Duration
 
-	mu    sync.Mutex
 	lru   *list.List // of *guardEntry, most recent first
 	byKey map[string]*list.Element
 }
@@ -32,10 +32,28 @@ type guardEntry struct {
 }
 
 func newAddrGuard(r float64, failures int, lockout time.Duration) *addrGuard {
-	if r <= 0 && failures <= 0 {
-		return nil
-	}
 	return &addrGuard{rate: r, failures: failures, lockout: lockout, lru: list.New(), byKey: make(map[string]*list.Element)}
+}
+
+// set changes the guard's settings (a configuration reload). Addresses
+// keep their failures and lockouts; their connection budgets take the
+// new rate at once.
+func (g *addrGuard) set(r float64, failures int, lockout time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.rate, g.failures, g.lockout = r, failures, lockout
+	for el := g.lru.Front(); el != nil; el = el.Next() {
+		e := el.Value.(*guardEntry)
+		switch {
+		case r <= 0:
+			e.limiter = nil
+		case e.limiter == nil:
+			e.limiter = rate.NewLimiter(rate.Limit(r), max(1, int(r)))
+		default:
+			e.limiter.SetLimit(rate.Limit(r))
+			e.limiter.SetBurst(max(1, int(r)))
+		}
+	}
 }
 
 func (g *addrGuard) entry(ip string) *guardEntry {
@@ -69,11 +87,11 @@ const (
 // admit reports why a new connection from ip must be refused (a refuse*
 // constant), or "".
 func (g *addrGuard) admit(ip string, now time.Time) string {
-	if g == nil {
-		return ""
-	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.rate <= 0 && g.failures <= 0 {
+		return ""
+	}
 	e := g.entry(ip)
 	if !e.lockedAt.IsZero() {
 		if now.Sub(e.lockedAt) < g.lockout {
@@ -90,11 +108,11 @@ func (g *addrGuard) admit(ip string, now time.Time) string {
 // authFailed records a failed authentication from ip and locks the address
 // out once it reaches the limit within the lockout window.
 func (g *addrGuard) authFailed(ip string, now time.Time) {
-	if g == nil || g.failures <= 0 {
-		return
-	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.failures <= 0 {
+		return
+	}
 	e := g.entry(ip)
 	kept := e.fails[:0]
 	for _, t := range e.fails {

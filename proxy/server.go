@@ -6,6 +6,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -67,6 +68,8 @@ type Server struct {
 	names        topicNames            // topic id -> name, from Metadata responses
 
 	budget *byteBudget // request bytes in flight across every session (body.go)
+
+	upstreamTLS atomic.Pointer[tls.Config] // Options.UpstreamTLS, replaced by a reload (reload.go); nil: plaintext
 }
 
 // listener is one client-facing listener: its bootstrap port plus, in
@@ -101,6 +104,7 @@ func New(opts Options) (*Server, error) {
 	s.guard = newAddrGuard(opts.ConnectionRatePerAddress, opts.AuthFailuresPerAddress, opts.AuthLockout)
 	s.noisy = lograte.New(opts.Logger, lograte.Options{Interval: opts.LogSummaryInterval})
 	s.budget = newByteBudget(opts.MaxRequestBytesInFlight, opts.Hooks)
+	s.upstreamTLS.Store(opts.UpstreamTLS)
 	return s, nil
 }
 

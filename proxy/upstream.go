@@ -93,8 +93,8 @@ func (s *Server) dialAddr(ctx context.Context, addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial upstream %s: %w", addr, err)
 	}
-	if s.opts.UpstreamTLS != nil {
-		cfg := s.opts.UpstreamTLS.Clone()
+	if utls := s.upstreamTLS.Load(); utls != nil {
+		cfg := utls.Clone()
 		if cfg.ServerName == "" {
 			cfg.ServerName, _, _ = net.SplitHostPort(addr)
 		}

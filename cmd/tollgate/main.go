@@ -22,7 +22,6 @@ import (
 	"syscall"
 
 	"github.com/tollgate-kafka/tollgate/console"
-	"github.com/tollgate-kafka/tollgate/gateway"
 )
 
 func main() {
@@ -93,7 +92,7 @@ usage: tollgate [flags]                   serve (the built-in broker on 127.0.0.
 
 commands:
   (none)        serve: tollgate --upstream kafka-1:9092 --listen 0.0.0.0:9092 (its flags are below)
-  check-config  validate a configuration file: tollgate check-config [--print] FILE
+  check-config  validate a configuration file: tollgate check-config FILE [--print]; --diff RUNNING NEW
   topic         list, describe, create, delete, alter-config, add-partitions, trim topics
   produce       one record per stdin line: echo hi | tollgate produce orders
   consume       print records: tollgate consume orders -o -10 -e
@@ -109,54 +108,6 @@ Every command takes -h for its flags and examples. The console commands
 --tls-*, --sasl-* and --format text|json|yaml, and exit 0 on success, 1 when
 the cluster refused, 2 on a usage error, 3 when no broker is reachable.
 `
-
-func checkConfig(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check-config", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	print := fs.Bool("print", false, "print the effective configuration (defaults filled in)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tollgate check-config [--print] FILE")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return 2
-	}
-	cfg, err := effectiveConfig(fs.Arg(0), nil)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	if *print {
-		out, err := cfg.YAML()
-		if err != nil {
-			fmt.Fprintln(stderr, err)
-			return 1
-		}
-		stdout.Write(out)
-		return 0
-	}
-	// The same provisioning as serve, up to opening sockets and files:
-	// TLS configs, principal mappers, SASL servers, the compiled policy,
-	// the broker options.
-	plan, err := gateway.Provision(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	plan.Close()
-	for _, w := range plan.Warnings {
-		fmt.Fprintln(stdout, "warning:", w.String())
-	}
-	for _, w := range cfg.Warnings() {
-		fmt.Fprintln(stdout, "warning:", w)
-	}
-	fmt.Fprintf(stdout, "%s: ok\n", fs.Arg(0))
-	return 0
-}
 
 func newLogger(level, format string, w io.Writer) *slog.Logger {
 	var lv slog.Level

@@ -81,7 +81,13 @@ var errNoListen = errors.New("tollgate exited before listening")
 // ("127.0.0.1:0" for a kernel-chosen port) and waits for its address.
 func startTollgate(t testing.TB, bin, dataDir, listen string, extra ...string) (*child, error) {
 	t.Helper()
-	args := append([]string{"--listen", listen, "--data-dir", dataDir, "--admin", "off"}, extra...)
+	return startTollgateArgs(t, bin, append([]string{"--listen", listen, "--data-dir", dataDir, "--admin", "off"}, extra...)...)
+}
+
+// startTollgateArgs is startTollgate with exactly args (a configuration
+// file that names the listen address itself, for instance).
+func startTollgateArgs(t testing.TB, bin string, args ...string) (*child, error) {
+	t.Helper()
 	c := &child{cmd: exec.Command(bin, args...), exited: make(chan struct{})}
 	stderr, err := c.cmd.StderrPipe()
 	if err != nil {

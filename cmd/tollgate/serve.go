@@ -148,8 +148,8 @@ func (f *serveFlags) overlay(cfg *configs.Config) error {
 
 // serve runs the gateway until ctx is cancelled, then drains. src.file
 // is the configuration file ("" when there is none), re-read (with the
-// flags overlaid again) on SIGHUP and when it changes, to apply a new
-// policy without dropping connections.
+// flags overlaid again) on SIGHUP and when it changes, to apply what can
+// be applied without dropping connections.
 func serve(ctx context.Context, cfg *configs.Config, src configSource, logOut io.Writer) error {
 	log := newLogger(cfg.Log.Level, cfg.Log.Format, logOut)
 	slog.SetDefault(log)
@@ -174,9 +174,11 @@ func serve(ctx context.Context, cfg *configs.Config, src configSource, logOut io
 
 // reloadLoop re-reads the configuration file on SIGHUP and when its
 // modification time or size changes (checked every reloadPoll), and
-// installs the new policy. An invalid file is refused with its errors
-// logged and counted; the rules in force stay. Only the policy section is
-// applied live; other sections need a restart.
+// applies it (gateway.ReloadFrom: the policy, connection limits, audit
+// level, filter and file size, upstream TLS, and a re-read of every
+// certificate and users file; other changed fields are logged and counted
+// as needing a restart). An invalid file is refused with its errors
+// logged and counted; the configuration in force stays.
 func reloadLoop(ctx context.Context, src configSource, g *gateway.Gateway, log *slog.Logger) {
 	file := src.file
 	hup := make(chan os.Signal, 1)
@@ -199,12 +201,12 @@ func reloadLoop(ctx context.Context, src configSource, g *gateway.Gateway, log *
 			last = st
 			log.Info("configuration file changed: reloading", "file", file)
 		}
+		// ReloadFrom counts the result and logs what it applied and what
+		// needs a restart.
 		if err := g.ReloadFrom(src.load); err != nil {
-			g.Metrics.PolicyReload(false)
-			log.Error("configuration reload refused; the rules in force stay", "err", err)
-			continue
+			log.Error("configuration reload refused; the configuration in force stays", "err", err)
 		}
-		g.Metrics.PolicyReload(true)
+		last = fileStamp(file) // what SIGHUP read is not read again at the next poll
 	}
 }
 

@@ -87,24 +87,26 @@ func runUsers(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return code
 }
 
-// parseInterspersed lets flags follow the positional NAME, as in
-// `users add alice --file f`: the flag package stops at the first
-// non-flag argument.
+// parseInterspersed lets flags follow the positional arguments, as in
+// `users add alice --file f` or `check-config FILE --print`: the flag
+// package stops at the first non-flag argument.
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			return nil, err
 		}
-		args = fs.Args()
-		if len(args) == 0 {
+		rest := fs.Args()
+		if len(rest) == 0 {
 			return pos, nil
 		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
+		// Parse consumes a "--" and stops: everything after it is an
+		// argument, even what looks like a flag.
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
 		}
-		pos = append(pos, args[0])
-		args = args[1:]
+		pos = append(pos, rest[0])
+		args = rest[1:]
 	}
 }
 
