@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tollgate-kafka/tollgate/broker/storage"
@@ -45,7 +46,8 @@ import (
 //   ongoing transaction (else INVALID_TXN_STATE). See txns.go.
 //
 // Version notes:
-// * v5: LogStartOffset; v8: ErrorMessage, ErrorRecords (not filled)
+// * v5: LogStartOffset; v8: ErrorMessage (every refusal), ErrorRecords
+//   (KIP-467; filled for keyless records on a compacted topic, as Kafka)
 // * v9: flexible; v10+: CurrentLeader/NodeEndpoints only on
 //   NOT_LEADER_OR_FOLLOWER, which a single node never answers
 // * v13: topic ids (unknown id: UNKNOWN_TOPIC_ID)
@@ -170,9 +172,14 @@ func (c *Conn) appendOne(p *partition, rp kmsg.ProduceRequestTopicPartition, sp 
 		if code == kerr.KafkaStorageError.Code {
 			c.b.log.Error("append", "partition", p.dirName(), "err", err)
 		}
-		if errors.Is(err, storage.ErrKeyless) && c.b.keylessLog.allow(now) {
-			c.b.log.Warn("produce without a key to a compacted topic refused (logged at most once a second; counted in tollgate_broker_compacted_keyless_refused_total)",
-				"partition", p.dirName(), "client", c.remote)
+		if errors.Is(err, storage.ErrKeyless) {
+			if c.b.keylessLog.allow(now) {
+				c.b.log.Warn("produce without a key to a compacted topic refused (logged at most once a second; counted in tollgate_broker_compacted_keyless_refused_total)",
+					"partition", p.dirName(), "client", c.remote)
+			}
+			msg, recs := keylessErrors(rp.Records, fmt.Sprintf("%s-%d", p.t.name, p.idx))
+			sp.ErrorRecords = recs
+			return code, msg, nil
 		}
 		return code, err.Error(), nil
 	}
@@ -183,6 +190,33 @@ func (c *Conn) appendOne(p *partition, rp kmsg.ProduceRequestTopicPartition, sp 
 		c.b.observeBytes(len(rp.Records), 0)
 	}
 	return 0, "", durable
+}
+
+// keylessErrors are the record errors of a batch refused for keyless
+// records on a compacted topic, as Kafka answers them (LogValidator:
+// validateKey and processRecordErrors; KIP-467): one ErrorRecords entry
+// per keyless record, and a partition ErrorMessage that quotes the first
+// three. tp is Kafka's TopicPartition string, "topic-partition".
+func keylessErrors(batch []byte, tp string) (string, []kmsg.ProduceResponseTopicPartitionErrorRecord) {
+	var recs []kmsg.ProduceResponseTopicPartitionErrorRecord
+	var quoted []string
+	index := int32(0)
+	_ = storage.EachRecord(batch, func(r storage.Record) error {
+		if r.Key == nil {
+			m := "Compacted topic cannot accept message without key in topic partition " + tp + "."
+			er := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+			er.RelativeOffset, er.ErrorMessage = index, kmsg.StringPtr(m)
+			recs = append(recs, er)
+			if len(quoted) < 3 {
+				quoted = append(quoted, fmt.Sprintf("RecordError(batchIndex=%d, message='%s')", index, m))
+			}
+		}
+		index++
+		return nil
+	})
+	msg := fmt.Sprintf("One or more records have been rejected due to %d record errors in total, and only showing the first three errors at most: [%s]",
+		len(recs), strings.Join(quoted, ", "))
+	return msg, recs
 }
 
 // recordBatchOverhead is the v2 batch header (DefaultRecordBatch
