@@ -10,6 +10,7 @@ package console
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -92,6 +93,7 @@ type common struct {
 	tls     bool
 	tlsCfg  configs.UpstreamTLS
 	sasl    configs.UpstreamSASL
+	reasons *produceReasons // produce: read the broker's reasons off the connections
 }
 
 // register adds the common flags to fs. Their names follow the upstream
@@ -144,11 +146,17 @@ func (c *common) clientOpts() ([]kgo.Opt, error) {
 		kgo.RetryTimeout(c.timeout),
 	}
 	t := c.tlsCfg
+	var tc *tls.Config
+	var err error
 	if c.tls || t != (configs.UpstreamTLS{}) {
-		tc, err := auth.ClientTLS(&t)
-		if err != nil {
+		if tc, err = auth.ClientTLS(&t); err != nil {
 			return nil, usagef("%v", err)
 		}
+	}
+	switch {
+	case c.reasons != nil:
+		opts = append(opts, kgo.Dialer(c.reasons.dialer(tc)))
+	case tc != nil:
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
 	if c.sasl.Mechanism != "" {
@@ -198,16 +206,7 @@ func (c *common) emit(w io.Writer, v any, text func(io.Writer) error) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(v)
 	case formatYAML:
-		// Through JSON, so both formats use the same field names.
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		var generic any
-		if err := json.Unmarshal(b, &generic); err != nil {
-			return err
-		}
-		out, err := yaml.Marshal(generic)
+		out, err := toYAML(v)
 		if err != nil {
 			return err
 		}
@@ -215,6 +214,20 @@ func (c *common) emit(w io.Writer, v any, text func(io.Writer) error) error {
 		return err
 	}
 	return text(w)
+}
+
+// toYAML marshals v through JSON, so both formats use the same field
+// names.
+func toYAML(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var generic any
+	if err := json.Unmarshal(b, &generic); err != nil {
+		return nil, err
+	}
+	return yaml.Marshal(generic)
 }
 
 // parseArgs parses flags wherever they appear among the positional

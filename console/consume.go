@@ -18,6 +18,7 @@ usage: tollgate consume TOPIC... [flags]
   tollgate consume orders -e                        # everything there is now, then exit
   tollgate consume orders -o -10 -e                 # the last 10 records of each partition
   tollgate consume orders -o @2026-12-01T09:00:00Z -n 100 -f json
+  tollgate consume orders -e --format yaml          # one YAML document per record (-f json's fields)
   tollgate consume orders -p 0,2 -o 1500            # from offset 1500 of partitions 0 and 2
   tollgate consume orders -g billing -n 50          # as group billing; commits what it printed
   tollgate consume orders -f '%p:%o %k=%v\n'        # %t topic %p partition %o offset %k key %v value
@@ -54,7 +55,7 @@ func Consume(ctx context.Context, args []string, std IO) int {
 	fs.StringVar(&f.group, "g", "", "consume as this consumer group, committing what was printed")
 	fs.StringVar(&f.group, "group", "", "consumer group")
 	fs.BoolVar(&f.readCommitted, "read-committed", false, "skip records of aborted and open transactions")
-	fs.StringVar(&f.format, "f", "", "record format: json, or a format string (default: the value and a newline)")
+	fs.StringVar(&f.format, "f", "", "record format: json, yaml, or a format string (default: the value and a newline)")
 	pos, err := parseArgs(fs, args)
 	if err == nil {
 		err = c.check()

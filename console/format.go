@@ -11,18 +11,23 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// recordPrinter returns how consume writes a record: -f json, -f FORMAT,
-// or (default) the value and a newline. --format json means -f json.
+// recordPrinter returns how consume writes a record: -f json, -f yaml,
+// -f FORMAT, or (default) the value and a newline. --format json|yaml
+// means -f json|yaml.
 func recordPrinter(f, common string) (func(*bufio.Writer, *kgo.Record), error) {
-	if f == "" && common == formatJSON {
-		f = "json"
-	}
-	if common == formatYAML {
-		return nil, usagef("consume writes records as text or JSON lines: use -f json")
+	if f == "" && common != formatText {
+		f = common
 	}
 	switch f {
 	case "":
 		return func(w *bufio.Writer, r *kgo.Record) { w.Write(r.Value); w.WriteByte('\n') }, nil
+	case "yaml":
+		// A YAML stream: one document per record, the fields of -f json.
+		return func(w *bufio.Writer, r *kgo.Record) {
+			b, _ := toYAML(jsonRecordOf(r))
+			w.WriteString("---\n")
+			w.Write(b)
+		}, nil
 	case "json":
 		return func(w *bufio.Writer, r *kgo.Record) {
 			b, _ := json.Marshal(jsonRecordOf(r))

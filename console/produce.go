@@ -123,6 +123,7 @@ func runProduce(ctx context.Context, c *common, f *produceFlags, pos []string, s
 		return err
 	}
 	topic := pos[0]
+	c.reasons = newProduceReasons()
 	cl, err := c.connect(ctx, append(opts, kgo.DefaultProduceTopic(topic))...)
 	if err != nil {
 		return err
@@ -131,7 +132,7 @@ func runProduce(ctx context.Context, c *common, f *produceFlags, pos []string, s
 	if err := checkTopics(ctx, cl, []string{topic}, true); err != nil {
 		return err
 	}
-	p := &producer{cl: cl, errOut: std.Err, topic: topic}
+	p := &producer{cl: cl, errOut: std.Err, topic: topic, reasons: c.reasons}
 	sc := bufio.NewScanner(stdinOr(std.In))
 	sc.Buffer(make([]byte, 64<<10), f.maxLine)
 	line := 0
@@ -161,9 +162,10 @@ func runProduce(ctx context.Context, c *common, f *produceFlags, pos []string, s
 
 // producer counts outcomes; promises run on kgo's goroutines.
 type producer struct {
-	cl     *kgo.Client
-	errOut io.Writer
-	topic  string
+	cl      *kgo.Client
+	errOut  io.Writer
+	topic   string
+	reasons *produceReasons
 
 	wg           sync.WaitGroup
 	mu           sync.Mutex
@@ -178,6 +180,7 @@ func (p *producer) produce(ctx context.Context, r *kgo.Record, line int) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if err != nil {
+			err = p.reasons.explain(r.Partition, err)
 			p.failed++
 			if p.firstFailure == nil {
 				p.firstFailure = err

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -118,7 +119,7 @@ func topicList(ctx context.Context, c *common, _ *topicFlags, pos []string, std 
 	}
 	rows := []row{}
 	for _, td := range tds.Sorted() {
-		rows = append(rows, row{td.Topic, td.ID.String(), len(td.Partitions), replicationFactor(td)})
+		rows = append(rows, row{td.Topic, topicID(td.ID), len(td.Partitions), replicationFactor(td)})
 	}
 	return c.emit(std.Out, rows, func(w io.Writer) error {
 		t := newTable("NAME", "PARTITIONS", "REPLICAS")
@@ -128,6 +129,11 @@ func topicList(ctx context.Context, c *common, _ *topicFlags, pos []string, std 
 		return t.write(w)
 	})
 }
+
+// topicID prints a topic id as every Kafka tool does: URL-safe base64
+// without padding (Kafka's org.apache.kafka.common.Uuid.toString), not
+// kadm's standard base64.
+func topicID(id kadm.TopicID) string { return base64.RawURLEncoding.EncodeToString(id[:]) }
 
 func replicationFactor(td kadm.TopicDetail) int {
 	rf := 0
@@ -209,7 +215,7 @@ func DescribeTopic(ctx context.Context, adm *kadm.Client, name string) (TopicDes
 		return TopicDescription{}, fmt.Errorf("list end offsets of %s: %w", name, err)
 	}
 	sizes := partitionSizes(ctx, adm, name, td.Partitions.Numbers())
-	d := TopicDescription{Name: name, ID: td.ID.String(), Replicas: replicationFactor(td), Partitions: []TopicPartition{}}
+	d := TopicDescription{Name: name, ID: topicID(td.ID), Replicas: replicationFactor(td), Partitions: []TopicPartition{}}
 	for _, p := range td.Partitions.Sorted() {
 		dp := TopicPartition{Partition: p.Partition, Leader: p.Leader, Epoch: p.LeaderEpoch,
 			Replicas: nonNil(p.Replicas), ISR: nonNil(p.ISR), LogStartOffset: -1, HighWatermark: -1}
@@ -379,11 +385,11 @@ func topicCreate(ctx context.Context, c *common, f *topicFlags, pos []string, st
 			errs = append(errs, topicErr(name, withMessage(r.Err, r.ErrMessage)))
 			continue
 		}
-		rows = append(rows, row{name, r.ID.String(), r.NumPartitions, r.ReplicationFactor})
+		rows = append(rows, row{name, topicID(r.ID), r.NumPartitions, r.ReplicationFactor})
 	}
 	if err := c.emit(std.Out, rows, func(w io.Writer) error {
 		for _, r := range rows {
-			fmt.Fprintf(w, "created %s (%d partitions, replication factor %d)\n", r.Name, r.Partitions, r.Replicas)
+			fmt.Fprintf(w, "created %s (%s, replication factor %d)\n", r.Name, plural(int(r.Partitions), "partition"), r.Replicas)
 		}
 		return nil
 	}); err != nil {
@@ -499,7 +505,15 @@ func topicAddPartitions(ctx context.Context, c *common, _ *topicFlags, pos []str
 		return topicErr(pos[0], withMessage(r.Err, r.ErrMessage))
 	}
 	return c.emit(std.Out, map[string]any{"topic": pos[0], "added": n}, func(w io.Writer) error {
-		_, err := fmt.Fprintf(w, "added %d partitions to %s\n", n, pos[0])
+		_, err := fmt.Fprintf(w, "added %s to %s\n", plural(n, "partition"), pos[0])
 		return err
 	})
+}
+
+// plural is "1 partition", "3 partitions".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }

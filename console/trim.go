@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // topicTrim is `topic trim`: DeleteRecords up to an offset per partition.
@@ -65,8 +66,9 @@ func topicTrim(ctx context.Context, c *common, f *topicFlags, pos []string, std 
 		r := resps[topic][p]
 		rw := row{Partition: p, LogStartOffset: r.LowWatermark}
 		if r.Err != nil {
-			rw.Error = r.Err.Error()
-			errs = append(errs, fmt.Errorf("%s[%d]: %w", topic, p, r.Err))
+			err := trimErr(r.Err)
+			rw.Error = err.Error()
+			errs = append(errs, fmt.Errorf("%s[%d]: %w", topic, p, err))
 		}
 		rows = append(rows, rw)
 	}
@@ -80,6 +82,17 @@ func topicTrim(ctx context.Context, c *common, f *topicFlags, pos []string, std 
 		return err
 	}
 	return errors.Join(errs...)
+}
+
+// trimErr explains a refusal DeleteRecords has no message field for:
+// Kafka answers POLICY_VIOLATION for a partition whose cleanup.policy
+// lacks delete (Partition.deleteRecordsOnLeader: "Records of partition
+// ... can not be deleted due to the configured policy").
+func trimErr(err error) error {
+	if errors.Is(err, kerr.PolicyViolation) {
+		return fmt.Errorf("%w (cleanup.policy=compact topics cannot be trimmed: DeleteRecords needs cleanup.policy to include delete)", err)
+	}
+	return err
 }
 
 // parseTrimTo accepts N, end, or -N (keep the last N records).

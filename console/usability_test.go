@@ -1,0 +1,85 @@
+package console_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/tollgate-kafka/tollgate/console"
+)
+
+// TestBrokerReasonsShown: a keyless record to a compacted topic and a
+// trim of a compacted topic name the broker's reason, not only the
+// error's generic text.
+func TestBrokerReasonsShown(t *testing.T) {
+	b := builtin(t, "")
+	run(t, console.Topic, b.addr, "", "create", "keys", "-p", "1", "-c", "cleanup.policy=compact").ok(t, "create")
+	r := run(t, console.Produce, b.addr, "no key\n", "keys")
+	const reason = "Compacted topic cannot accept message without key in topic partition keys-0."
+	if r.code != console.ExitFailed || !strings.Contains(r.err, "line 1: INVALID_RECORD") || !strings.Contains(r.err, reason) {
+		t.Errorf("keyless produce to a compacted topic: exit %d, stderr:\n%s\nwant %q", r.code, r.err, reason)
+	}
+	run(t, console.Produce, b.addr, "k:v\n", "keys", "-k", ":").ok(t, "keyed produce")
+	run(t, console.Topic, b.addr, "", "trim", "keys", "--to", "end").oneLineError(t, "trim compacted", console.ExitFailed,
+		"POLICY_VIOLATION: Request parameters do not satisfy the configured policy. (cleanup.policy=compact topics cannot be trimmed")
+}
+
+// TestTopicIDsAsKafkaPrintsThem: topic ids are URL-safe base64 without
+// padding (Kafka's Uuid.toString), in create, list and describe.
+func TestTopicIDsAsKafkaPrintsThem(t *testing.T) {
+	b := builtin(t, "")
+	var created []struct{ ID string }
+	out := run(t, console.Topic, b.addr, "", "create", "ids", "-p", "1", "--format", "json").ok(t, "create").out
+	if err := json.Unmarshal([]byte(out), &created); err != nil || len(created) != 1 {
+		t.Fatalf("create json %q: %v", out, err)
+	}
+	tds, err := kadmFor(t, b.addr).ListTopics(context.Background(), "ids")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := tds["ids"].ID
+	want := base64.RawURLEncoding.EncodeToString(id[:])
+	var listed []struct{ ID string }
+	if err := json.Unmarshal([]byte(run(t, console.Topic, b.addr, "", "list", "--format", "json").ok(t, "list").out), &listed); err != nil {
+		t.Fatal(err)
+	}
+	desc := run(t, console.Topic, b.addr, "", "describe", "ids").ok(t, "describe").out
+	if created[0].ID != want || listed[0].ID != want || !strings.Contains(desc, "ID: "+want+" ") {
+		t.Fatalf("topic id printed as create %q, list %q, describe %q; Kafka prints %q", created[0].ID, listed[0].ID, desc, want)
+	}
+}
+
+// TestConsumeYAML: --format yaml (listed by every command's help) prints
+// one YAML document per record with -f json's fields.
+func TestConsumeYAML(t *testing.T) {
+	b := builtin(t, "")
+	run(t, console.Produce, b.addr, "k1:one\nk2:two\n", "yaml", "-k", ":").ok(t, "produce")
+	out := run(t, console.Consume, b.addr, "", "yaml", "-e", "--format", "yaml").ok(t, "consume --format yaml").out
+	dec := yaml.NewDecoder(strings.NewReader(out))
+	var got []string
+	for {
+		var rec struct{ Key, Value string }
+		if err := dec.Decode(&rec); err != nil {
+			break
+		}
+		got = append(got, rec.Key+"="+rec.Value)
+	}
+	if strings.Join(got, ",") != "k1=one,k2=two" {
+		t.Fatalf("yaml records %v from:\n%s", got, out)
+	}
+}
+
+// TestPartitionsCounted: "1 partition", not "1 partitions".
+func TestPartitionsCounted(t *testing.T) {
+	b := builtin(t, "")
+	if out := run(t, console.Topic, b.addr, "", "create", "one", "-p", "1").ok(t, "create").out; out != "created one (1 partition, replication factor 1)\n" {
+		t.Errorf("create: %q", out)
+	}
+	if out := run(t, console.Topic, b.addr, "", "add-partitions", "one", "1").ok(t, "add").out; out != "added 1 partition to one\n" {
+		t.Errorf("add-partitions: %q", out)
+	}
+}
