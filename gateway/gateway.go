@@ -40,6 +40,7 @@ type Gateway struct {
 	console      *webui.Console // nil unless the admin server serves /ui/
 	policy       policyState
 	closeBackend func()
+	newDataDir   string // created by Open for the built-in broker; removed if the start fails (datadir.go)
 }
 
 // Option changes how a gateway is assembled.
@@ -108,6 +109,9 @@ func Open(plan *Plan, log *slog.Logger, opts ...Option) (*Gateway, error) {
 	}
 	popts := plan.proxy
 	popts.Listeners = append([]proxy.ListenerOptions(nil), plan.proxy.Listeners...)
+	if plan.broker != nil {
+		g.newDataDir = newDataDir(plan.broker.DataDir)
+	}
 	b, closeBackend, err := openBackend(plan, &popts, log, obs)
 	if err != nil {
 		trail.Close()
@@ -125,6 +129,7 @@ func Open(plan *Plan, log *slog.Logger, opts ...Option) (*Gateway, error) {
 		st.tweak(&popts)
 	}
 	if g.Server, err = proxy.New(popts); err != nil {
+		g.discardNewDataDir()
 		g.closeBackend()
 		trail.Close()
 		return nil, err
@@ -141,7 +146,13 @@ func Open(plan *Plan, log *slog.Logger, opts ...Option) (*Gateway, error) {
 }
 
 // Start opens the listeners and, if configured, the admin server.
-func (g *Gateway) Start(ctx context.Context) error {
+func (g *Gateway) Start(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			g.discardNewDataDir()
+		}
+		g.newDataDir = ""
+	}()
 	if err := g.Server.Start(ctx); err != nil {
 		return err
 	}
