@@ -94,13 +94,17 @@ type common struct {
 	tlsCfg  configs.UpstreamTLS
 	sasl    configs.UpstreamSASL
 	reasons *produceReasons // produce: read the broker's reasons off the connections
+	profile string          // --profile
+	fs      *flag.FlagSet   // to tell given flags from defaults (resolve)
 }
 
 // register adds the common flags to fs. Their names follow the upstream
 // configuration's tls and sasl sections (tls.ca -> --tls-ca, ...).
 func (c *common) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.brokers, "brokers", DefaultBrokers, "comma-separated seed brokers")
-	fs.StringVar(&c.brokers, "b", DefaultBrokers, "shorthand for --brokers")
+	c.fs = fs
+	fs.StringVar(&c.brokers, "brokers", "", "comma-separated seed brokers (default: $"+envBrokers+", the profile's brokers, or "+DefaultBrokers+")")
+	fs.StringVar(&c.brokers, "b", "", "shorthand for --brokers")
+	fs.StringVar(&c.profile, "profile", "", "console profile: brokers, tls and sasl (default: $"+envProfile+", or ~/.config/tollgate/console.yaml if it exists)")
 	fs.StringVar(&c.format, "format", formatText, "output: text | json | yaml")
 	fs.DurationVar(&c.timeout, "timeout", 15*time.Second, "bound for the whole command (a consumer without -n or -e runs until interrupted)")
 	fs.BoolVar(&c.tls, "tls", false, "connect with TLS (implied by any --tls-* flag)")
@@ -115,7 +119,12 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.sasl.TokenFile, "sasl-token-file", "", "file holding the OAUTHBEARER token")
 }
 
-func (c *common) check() error {
+// check resolves the connection settings (flags, environment, profile)
+// and checks them.
+func (c *common) check(std IO) error {
+	if err := c.resolve(std.Getenv); err != nil {
+		return err
+	}
 	switch c.format {
 	case formatText, formatJSON, formatYAML:
 	default:

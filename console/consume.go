@@ -58,7 +58,7 @@ func Consume(ctx context.Context, args []string, std IO) int {
 	fs.StringVar(&f.format, "f", "", "record format: json, yaml, or a format string (default: the value and a newline)")
 	pos, err := parseArgs(fs, args)
 	if err == nil {
-		err = c.check()
+		err = c.check(std)
 	}
 	if err == nil {
 		err = runConsume(ctx, &c, &f, pos, std)

@@ -65,7 +65,7 @@ func Group(ctx context.Context, args []string, std IO) int {
 	}
 	pos, err := parseArgs(fs, args)
 	if err == nil {
-		err = c.check()
+		err = c.check(std)
 	}
 	if err == nil {
 		err = run(ctx, &c, &f, pos, std)

@@ -58,7 +58,7 @@ func Produce(ctx context.Context, args []string, std IO) int {
 	fs.IntVar(&f.maxLine, "max-line-bytes", maxLineDefault, "longest accepted stdin line")
 	pos, err := parseArgs(fs, args)
 	if err == nil {
-		err = c.check()
+		err = c.check(std)
 	}
 	if err == nil {
 		err = runProduce(ctx, &c, &f, pos, std)

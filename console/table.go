@@ -10,6 +10,7 @@ import (
 type IO struct {
 	In       io.Reader // produce reads records from here (nil: os.Stdin)
 	Out, Err io.Writer
+	Getenv   func(string) string // TOLLGATE_BROKERS, TOLLGATE_PROFILE, HOME... (nil: os.Getenv)
 }
 
 // table is a text table with Kafka-tool style upper-case headers,

@@ -59,7 +59,7 @@ func Topic(ctx context.Context, args []string, std IO) int {
 	f := subFlags(sub, fs)
 	pos, err := parseArgs(fs, args)
 	if err == nil {
-		err = c.check()
+		err = c.check(std)
 	}
 	if err == nil {
 		err = run(ctx, &c, f, pos, std)
