@@ -17,7 +17,7 @@ func TestHelpListsEveryCommand(t *testing.T) {
 		if code := run([]string{arg}, &out, &errb); code != 0 {
 			t.Fatalf("%s: exit %d", arg, code)
 		}
-		for _, cmd := range []string{"check-config", "topic", "produce", "consume", "group", "tap", "users", "bench", "version", "help"} {
+		for _, cmd := range []string{"check-config", "topic", "produce", "consume", "group", "cluster", "tap", "users", "bench", "version", "help"} {
 			if !strings.Contains(out.String(), "\n  "+cmd+" ") {
 				t.Errorf("%s does not list %s:\n%s", arg, cmd, out.String())
 			}

@@ -7,7 +7,7 @@
 //	tollgate-bench                            # the benchmark, its own command (cmd/tollgate-bench)
 //	tollgate tap                              # live traffic from a running gateway's admin server
 //	tollgate users add alice --file users.yaml # SASL credentials for PLAIN/SCRAM
-//	tollgate topic|produce|consume|group ...  # Kafka console tools (package console)
+//	tollgate topic|produce|consume|group|cluster ...  # Kafka console tools (package console)
 package main
 
 import (
@@ -39,7 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return tapCmd(args[1:], stdout, stderr)
 		case "users":
 			return usersCmd(args[1:], stdout, stderr)
-		case "topic", "produce", "consume", "group":
+		case "topic", "produce", "consume", "group", "cluster", "metadata":
 			return consoleCmd(args[0], args[1:], stdout, stderr)
 		case "version", "--version":
 			fmt.Fprintln(stdout, versionString())
@@ -80,6 +80,8 @@ func consoleCmd(name string, args []string, stdout, stderr io.Writer) int {
 		return console.Produce(ctx, args, std)
 	case "consume":
 		return console.Consume(ctx, args, std)
+	case "cluster", "metadata":
+		return console.Cluster(ctx, args, std)
 	}
 	return console.Group(ctx, args, std)
 }
@@ -97,6 +99,7 @@ commands:
   produce       one record per stdin line: echo hi | tollgate produce orders
   consume       print records: tollgate consume orders -o -10 -e
   group         list, describe (lag), seek, delete consumer groups
+  cluster       brokers, controller, topics and partitions, like kcat -L (also: metadata)
   tap           live traffic from a running gateway's admin server
   users         SASL users file: tollgate users add alice --file users.yaml
   bench         moved: the benchmarks are the tollgate-bench command (see README)
@@ -104,9 +107,11 @@ commands:
   help          this text
 
 Every command takes -h for its flags and examples. The console commands
-(topic, produce, consume, group) take -b/--brokers (default 127.0.0.1:9092),
---tls-*, --sasl-* and --format text|json|yaml, and exit 0 on success, 1 when
-the cluster refused, 2 on a usage error, 3 when no broker is reachable.
+(topic, produce, consume, group, cluster) take -b/--brokers (default:
+$TOLLGATE_BROKERS, the profile's brokers, or 127.0.0.1:9092), --profile
+(default: $TOLLGATE_PROFILE or ~/.config/tollgate/console.yaml), --tls-*,
+--sasl-* and --format text|json|yaml, and exit 0 on success, 1 when the
+cluster refused, 2 on a usage error, 3 when no broker is reachable.
 `
 
 func newLogger(level, format string, w io.Writer) *slog.Logger {
