@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 
@@ -20,6 +21,7 @@ One record per line of stdin (the line without its newline is the value).
   tollgate produce orders -k : < lines               # "key:value" lines
   tollgate produce orders -H source=import -H v=2 -p 3 --acks 1 --compression zstd
   tollgate produce orders --no-idempotent --acks 0
+  tollgate produce orders -v < lines                 # print each record's partition and offset
 
 Idempotent (acks=all) by default. A record the cluster refuses is printed
 to stderr with its line number; the exit code is then 1.
@@ -34,6 +36,7 @@ type produceFlags struct {
 	compression  string
 	noIdempotent bool
 	maxLine      int
+	verbose      bool
 }
 
 // maxLineDefault bounds one stdin line: Kafka's default
@@ -56,6 +59,7 @@ func Produce(ctx context.Context, args []string, std IO) int {
 	fs.StringVar(&f.compression, "compression", "none", "none | gzip | snappy | lz4 | zstd")
 	fs.BoolVar(&f.noIdempotent, "no-idempotent", false, "disable the idempotent producer")
 	fs.IntVar(&f.maxLine, "max-line-bytes", maxLineDefault, "longest accepted stdin line")
+	fs.BoolVar(&f.verbose, "v", false, "print each produced record's line, partition and offset (in line order, once all are acknowledged)")
 	pos, err := parseArgs(fs, args)
 	if err == nil {
 		err = c.check(std)
@@ -132,7 +136,7 @@ func runProduce(ctx context.Context, c *common, f *produceFlags, pos []string, s
 	if err := checkTopics(ctx, cl, []string{topic}, true); err != nil {
 		return err
 	}
-	p := &producer{cl: cl, errOut: std.Err, topic: topic, reasons: c.reasons}
+	p := &producer{cl: cl, errOut: std.Err, topic: topic, reasons: c.reasons, verbose: f.verbose}
 	sc := bufio.NewScanner(stdinOr(std.In))
 	sc.Buffer(make([]byte, 64<<10), f.maxLine)
 	line := 0
@@ -166,11 +170,20 @@ type producer struct {
 	errOut  io.Writer
 	topic   string
 	reasons *produceReasons
+	verbose bool
 
 	wg           sync.WaitGroup
 	mu           sync.Mutex
 	ok, failed   int
 	firstFailure error
+	produced     []producedRecord // -v
+}
+
+// producedRecord is one acknowledged record, for -v.
+type producedRecord struct {
+	Line      int   `json:"line"`
+	Partition int32 `json:"partition"`
+	Offset    int64 `json:"offset"`
 }
 
 func (p *producer) produce(ctx context.Context, r *kgo.Record, line int) {
@@ -189,6 +202,9 @@ func (p *producer) produce(ctx context.Context, r *kgo.Record, line int) {
 			return
 		}
 		p.ok++
+		if p.verbose {
+			p.produced = append(p.produced, producedRecord{line, r.Partition, r.Offset})
+		}
 	})
 }
 
@@ -196,9 +212,18 @@ func (p *producer) result(c *common, out io.Writer) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	sum := map[string]any{"topic": p.topic, "produced": p.ok, "failed": p.failed}
-	// Text prints nothing on success (like kcat -P); failures went to
-	// stderr as they happened.
-	if err := c.emit(out, sum, func(io.Writer) error { return nil }); err != nil {
+	slices.SortFunc(p.produced, func(a, b producedRecord) int { return a.Line - b.Line })
+	if p.verbose {
+		sum["records"] = append([]producedRecord{}, p.produced...)
+	}
+	// Text prints nothing on success (like kcat -P) but with -v; failures
+	// went to stderr as they happened.
+	if err := c.emit(out, sum, func(w io.Writer) error {
+		for _, r := range p.produced {
+			fmt.Fprintf(w, "line %d: %s[%d] offset %d\n", r.Line, p.topic, r.Partition, r.Offset)
+		}
+		return nil
+	}); err != nil {
 		return err
 	}
 	if p.failed > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -81,5 +82,44 @@ func TestPartitionsCounted(t *testing.T) {
 	}
 	if out := run(t, console.Topic, b.addr, "", "add-partitions", "one", "1").ok(t, "add").out; out != "added 1 partition to one\n" {
 		t.Errorf("add-partitions: %q", out)
+	}
+}
+
+// TestProduceVerbose: -v prints each record's line, partition and offset,
+// in line order, and they are where consume finds the records.
+func TestProduceVerbose(t *testing.T) {
+	for i, start := range backends(t) {
+		t.Run([]string{"builtin", "gateway"}[i], func(t *testing.T) {
+			b := start(t)
+			run(t, console.Topic, b.addr, "", "create", "where", "-p", "3").ok(t, "create")
+			out := run(t, console.Produce, b.addr, "a:1\nb:2\nc:3\nd:4\n", "where", "-k", ":", "-v").ok(t, "produce -v").out
+			at := map[string]string{} // key -> "where[p] offset o"
+			for _, rec := range strings.Split(strings.TrimSpace(run(t, console.Consume, b.addr, "", "where", "-e", "-f", "json").ok(t, "consume").out), "\n") {
+				var r jsonRecord
+				if err := json.Unmarshal([]byte(rec), &r); err != nil {
+					t.Fatal(err)
+				}
+				at[*r.Key] = fmt.Sprintf("where[%d] offset %d", r.Partition, r.Offset)
+			}
+			want := fmt.Sprintf("line 1: %s\nline 2: %s\nline 3: %s\nline 4: %s\n", at["a"], at["b"], at["c"], at["d"])
+			if out != want {
+				t.Fatalf("produce -v printed:\n%s\nconsume found:\n%s", out, want)
+			}
+			var sum struct {
+				Produced int
+				Records  []struct {
+					Line      int
+					Partition int32
+					Offset    int64
+				}
+			}
+			js := run(t, console.Produce, b.addr, "e:5\n", "where", "-k", ":", "-v", "--format", "json").ok(t, "produce -v json").out
+			if err := json.Unmarshal([]byte(js), &sum); err != nil || sum.Produced != 1 || len(sum.Records) != 1 || sum.Records[0].Line != 1 {
+				t.Fatalf("produce -v --format json: %q %v", js, err)
+			}
+			if quiet := run(t, console.Produce, b.addr, "f:6\n", "where", "-k", ":").ok(t, "produce").out; quiet != "" {
+				t.Fatalf("produce without -v printed %q", quiet)
+			}
+		})
 	}
 }
