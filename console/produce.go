@@ -127,7 +127,9 @@ func runProduce(ctx context.Context, c *common, f *produceFlags, pos []string, s
 		return err
 	}
 	topic := pos[0]
-	c.reasons = newProduceReasons()
+	if f.acks != "0" { // acks=0 produces get no response to read
+		c.reasons = newProduceReasons()
+	}
 	cl, err := c.connect(ctx, append(opts, kgo.DefaultProduceTopic(topic))...)
 	if err != nil {
 		return err

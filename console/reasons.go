@@ -41,7 +41,7 @@ func newProduceReasons() *produceReasons {
 // record of partition p, when the broker gave one with the same code.
 func (pr *produceReasons) explain(p int32, err error) error {
 	var ke *kerr.Error
-	if !errors.As(err, &ke) {
+	if pr == nil || !errors.As(err, &ke) {
 		return err
 	}
 	pr.mu.Lock()

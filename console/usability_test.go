@@ -25,6 +25,7 @@ func TestBrokerReasonsShown(t *testing.T) {
 		t.Errorf("keyless produce to a compacted topic: exit %d, stderr:\n%s\nwant %q", r.code, r.err, reason)
 	}
 	run(t, console.Produce, b.addr, "k:v\n", "keys", "-k", ":").ok(t, "keyed produce")
+	run(t, console.Produce, b.addr, "k:v\n", "keys", "-k", ":", "--acks", "0", "--no-idempotent").ok(t, "acks=0 produce (no reasons to read)")
 	run(t, console.Topic, b.addr, "", "trim", "keys", "--to", "end").oneLineError(t, "trim compacted", console.ExitFailed,
 		"POLICY_VIOLATION: Request parameters do not satisfy the configured policy. (cleanup.policy=compact topics cannot be trimmed")
 }
