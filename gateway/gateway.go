@@ -145,7 +145,9 @@ func Open(plan *Plan, log *slog.Logger, opts ...Option) (*Gateway, error) {
 	return g, nil
 }
 
-// Start opens the listeners and, if configured, the admin server.
+// Start opens the listeners and, if configured, the admin server. After
+// a failed Start the gateway can only be closed; a data directory Open
+// created for the built-in broker is removed (datadir.go).
 func (g *Gateway) Start(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
