@@ -295,8 +295,23 @@ func TestBuiltinReplicaAdmin(t *testing.T) {
 		}
 	}
 
+	// An unknown election type fails the request; a repeated partition is
+	// answered once.
+	bad := kmsg.NewPtrElectLeadersRequest()
+	bt := kmsg.NewElectLeadersRequestTopic()
+	bt.Topic, bt.Partitions = "ra", []int32{0, 0, 1}
+	bad.Topics = []kmsg.ElectLeadersRequestTopic{bt, bt}
+	bad.ElectionType = 7
+	bresp, err := bad.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bresp.ErrorCode != kerr.InvalidRequest.Code || len(bresp.Topics) != 1 || len(bresp.Topics[0].Partitions) != 2 {
+		t.Errorf("election type 7: %+v, want INVALID_REQUEST for ra/0 and ra/1 once each", bresp)
+	}
+
 	// Reassignment: [1] is the current assignment; anything else is refused.
-	ar, err := adm.AlterPartitionAssignments(ctx, kadm.AlterPartitionAssignmentsReq{"ra": {0: {1}, 1: {2}}})
+	ar, err := adm.AlterPartitionAssignments(ctx, kadm.AlterPartitionAssignmentsReq{"ra": {0: {1}, 1: {2}}, "nope": {0: {1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,6 +320,18 @@ func TestBuiltinReplicaAdmin(t *testing.T) {
 	}
 	if e := ar["ra"][1].Err; !errors.Is(e, kerr.InvalidReplicaAssignment) {
 		t.Errorf("reassign ra/1 to [2]: %v, want INVALID_REPLICA_ASSIGNMENT", e)
+	}
+	if e := ar["nope"][0].Err; !errors.Is(e, kerr.UnknownTopicOrPartition) {
+		t.Errorf("reassign nope/0: %v, want UNKNOWN_TOPIC_OR_PARTITION", e)
+	}
+	for _, replicas := range [][]int32{{}, {1, 1}} {
+		ar, err := adm.AlterPartitionAssignments(ctx, kadm.AlterPartitionAssignmentsReq{"ra": {0: replicas}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e := ar["ra"][0].Err; !errors.Is(e, kerr.InvalidReplicaAssignment) {
+			t.Errorf("reassign ra/0 to %v: %v, want INVALID_REPLICA_ASSIGNMENT", replicas, e)
+		}
 	}
 	cancel := kmsg.NewPtrAlterPartitionAssignmentsRequest()
 	rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
