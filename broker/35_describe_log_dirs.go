@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"path/filepath"
 	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -21,15 +20,12 @@ import (
 // * v4: TotalBytes, UsableBytes (statfs of the data dir)
 // * v5: IsCordoned (never)
 
-func init() { regKey(35, 0, 5, syncHandler(handleDescribeLogDirs)) }
+func init() { regKey(int16(kmsg.DescribeLogDirs), 0, 5, syncHandler(handleDescribeLogDirs)) }
 
 func handleDescribeLogDirs(c *Conn, req *kmsg.DescribeLogDirsRequest) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
 	dir := kmsg.NewDescribeLogDirsResponseDir()
-	dir.Dir = c.b.cfg.DataDir
-	if abs, err := filepath.Abs(dir.Dir); err == nil {
-		dir.Dir = abs
-	}
+	dir.Dir = c.b.logDir()
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir.Dir, &st); err == nil {
 		dir.TotalBytes = int64(st.Blocks) * int64(st.Bsize)

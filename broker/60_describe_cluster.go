@@ -8,7 +8,8 @@ import (
 // DescribeCluster: v0-2
 //
 // Behavior:
-// * One broker, node 0, which is also the controller.
+// * One broker, Config.NodeID (broker.node_id, 0 by default), which is
+//   also the controller.
 // * EndpointType 2 (controllers, KIP-919) gets MISMATCHED_ENDPOINT_TYPE;
 //   any other value than 1 gets UNSUPPORTED_ENDPOINT_TYPE, as Kafka's
 //   AuthHelper.computeDescribeClusterResponse.

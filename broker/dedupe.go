@@ -148,6 +148,38 @@ func dedupeWrites(req kmsg.Request) {
 		for i := range r.Topics {
 			r.Topics[i].Partitions = dedupe(r.Topics[i].Partitions, func(p *kmsg.OffsetDeleteRequestTopicPartition) int32 { return p.Partition }, nil)
 		}
+	default:
+		dedupeReplicaAdmin(req)
+	}
+}
+
+// dedupeReplicaAdmin handles the replica admin keys (43, 45, 46; 34
+// answers each partition once by itself).
+func dedupeReplicaAdmin(req kmsg.Request) {
+	switch r := req.(type) {
+	case *kmsg.ElectLeadersRequest:
+		if r.Topics != nil { // nil means every partition; keep it nil
+			r.Topics = dedupe(r.Topics, func(t *kmsg.ElectLeadersRequestTopic) string { return t.Topic },
+				func(dst, src *kmsg.ElectLeadersRequestTopic) {
+					dst.Partitions = append(dst.Partitions, src.Partitions...)
+				})
+			for i := range r.Topics {
+				r.Topics[i].Partitions = dedupeInt32s(r.Topics[i].Partitions)
+			}
+		}
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		r.Topics = dedupe(r.Topics, func(t *kmsg.AlterPartitionAssignmentsRequestTopic) string { return t.Topic },
+			func(dst, src *kmsg.AlterPartitionAssignmentsRequestTopic) {
+				dst.Partitions = append(dst.Partitions, src.Partitions...)
+			})
+		for i := range r.Topics {
+			r.Topics[i].Partitions = dedupe(r.Topics[i].Partitions, func(p *kmsg.AlterPartitionAssignmentsRequestTopicPartition) int32 { return p.Partition },
+				func(dst, src *kmsg.AlterPartitionAssignmentsRequestTopicPartition) { *dst = *src })
+		}
+	case *kmsg.ListPartitionReassignmentsRequest:
+		if r.Topics != nil {
+			r.Topics = dedupe(r.Topics, func(t *kmsg.ListPartitionReassignmentsRequestTopic) string { return t.Topic }, nil)
+		}
 	}
 }
 

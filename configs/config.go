@@ -160,6 +160,10 @@ type Broker struct {
 	// CleanerBackoff is how often the log cleaner looks for compacted
 	// partitions to clean (log.cleaner.backoff.ms, 15s).
 	CleanerBackoff Duration `yaml:"cleaner_backoff"`
+	// NodeID is the built-in broker's node id (Kafka's node.id), 0 by
+	// default. Nothing stored depends on it, so it may change between
+	// runs; the gateway passes node ids through unchanged.
+	NodeID int `yaml:"node_id"`
 }
 
 // Admin configures the HTTP admin server (/metrics, /healthz, /readyz,

@@ -56,6 +56,7 @@
 //	  defaults: {}              # topic config defaults by Kafka name, see TopicConfigNames
 //	  cleaner_dedupe_buffer: 128MiB  # log cleaner key map bound (log.cleaner.dedupe.buffer.size); >= 1MiB
 //	  cleaner_backoff: 15s      # how often the log cleaner looks for work (log.cleaner.backoff.ms)
+//	  node_id: 0                # the broker's node id (node.id); 0 to 2^31-1
 //	admin:
 //	  listen: 127.0.0.1:9089    # /metrics /healthz /readyz; "off" disables
 //	limits:

@@ -82,6 +82,7 @@ func TestParseErrors(t *testing.T) {
 		{"cleaner buffer tiny", "broker:\n  cleaner_dedupe_buffer: 1KiB\n", "2:26", "broker.cleaner_dedupe_buffer", "is below 1MiB"},
 		{"cleaner backoff zero", "broker:\n  cleaner_backoff: 0s\n", "2:20", "broker.cleaner_backoff", "want a duration above zero"},
 		{"defaults dirty ratio", "broker:\n  defaults:\n    min.cleanable.dirty.ratio: 2\n", "3:32", "broker.defaults.min.cleanable.dirty.ratio", "not a ratio from 0 to 1"},
+		{"broker node id negative", "broker:\n  node_id: -1\n", "2:12", "broker.node_id", "must be 0 or more"},
 		{"auto create not bool", "broker:\n  auto_create_topics: yes\n", "2:23", "broker.auto_create_topics", `want true or false, got string "yes"`},
 		{"defaults unknown", "broker:\n  defaults:\n    retention.mss: 1\n", "3:20", "broker.defaults.retention.mss", `unknown topic config "retention.mss" (did you mean "retention.ms"?)`},
 		{"defaults segment too small", "broker:\n  defaults:\n    segment.bytes: 10\n", "3:20", "broker.defaults.segment.bytes", "10 is out of range 14-2147483647"},

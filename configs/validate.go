@@ -326,6 +326,9 @@ func (v *validator) broker() {
 	}
 	v.positive("broker.fsync_interval", b.FsyncInterval)
 	v.positive("broker.cleaner_backoff", b.CleanerBackoff)
+	if b.NodeID < 0 || b.NodeID > math.MaxInt32 {
+		v.errf("broker.node_id", b.NodeID, "the node id must be 0 or more and fit an int32 (Kafka node ids are non-negative)")
+	}
 	if b.CleanerDedupeBuffer < 1<<20 {
 		v.errf("broker.cleaner_dedupe_buffer", b.CleanerDedupeBuffer, "%s is below 1MiB (default %s)", b.CleanerDedupeBuffer, DefaultCleanerDedupe)
 	}

@@ -209,6 +209,7 @@ func brokerConfig(cfg *configs.Config, log *slog.Logger) (*broker.Config, error)
 		FsyncInterval:    cfg.Broker.FsyncInterval.D(),
 		AutoCreateTopics: cfg.Broker.AutoCreateTopics,
 		TopicDefaults:    cfg.Broker.Defaults,
+		NodeID:           int32(cfg.Broker.NodeID),
 
 		CleanerDedupeBufferBytes: int64(cfg.Broker.CleanerDedupeBuffer),
 		CleanerBackoff:           cfg.Broker.CleanerBackoff.D(),
