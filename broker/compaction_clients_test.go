@@ -17,7 +17,7 @@ import (
 // batches, a tombstone, and an empty batch kept for a producer whose last
 // write was superseded -- with kcat (librdkafka) and sarama, besides kgo.
 func TestCompactedTopicOtherClients(t *testing.T) {
-	b, srv := newBroker(t)
+	b, srv := newBroker(t, manualCleaner)
 	topic := "compact-clients"
 	compactedTopic(t, srv.addr(), topic, nil)
 	first := newClient(t, srv.addr(), kgo.ProducerLinger(0))

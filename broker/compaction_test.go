@@ -123,7 +123,7 @@ func TestKgoCompaction(t *testing.T) {
 		"snappy": kgo.SnappyCompression(), "lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression()}
 	for name, codec := range codecs {
 		t.Run(name, func(t *testing.T) {
-			b, srv := newBroker(t)
+			b, srv := newBroker(t, manualCleaner)
 			topic := "compact-" + name
 			compactedTopic(t, srv.addr(), topic, nil)
 			cl := newClient(t, srv.addr(), kgo.ProducerLinger(0), kgo.ProducerBatchCompression(codec))
@@ -157,7 +157,7 @@ func TestKgoCompaction(t *testing.T) {
 }
 
 func TestKgoCompactedTopicRefusesKeylessRecords(t *testing.T) {
-	b, srv := newBroker(t)
+	b, srv := newBroker(t, manualCleaner)
 	compactedTopic(t, srv.addr(), "keys", nil)
 	cl := newClient(t, srv.addr(), kgo.ProducerLinger(0))
 	err := cl.ProduceSync(testCtx(t), &kgo.Record{Topic: "keys", Value: []byte("no key")}).FirstErr()
@@ -175,7 +175,7 @@ func TestKgoCompactedTopicRefusesKeylessRecords(t *testing.T) {
 func TestKgoCompactionTransactions(t *testing.T) {
 	// fsync=always: the high watermark follows fsyncs, and the swap must
 	// keep the segment it points into valid.
-	b, srv := newBroker(t, func(c *Config) { c.Fsync = storage.FsyncAlways })
+	b, srv := newBroker(t, manualCleaner, func(c *Config) { c.Fsync = storage.FsyncAlways })
 	topic := "compact-txn"
 	compactedTopic(t, srv.addr(), topic, nil)
 	txn := newClient(t, srv.addr(), kgo.TransactionalID("compactor"), kgo.ProducerLinger(0), kgo.DefaultProduceTopic(topic))
@@ -254,7 +254,7 @@ func TestDeleteRecordsOnCompactedTopic(t *testing.T) {
 // new dirty data, no new cleaning).
 func TestCompactionAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
-	b := openBroker(t, dir)
+	b := openBroker(t, dir, manualCleaner)
 	srv := startServer(t, b)
 	compactedTopic(t, srv.addr(), "durable-compact", nil)
 	cl := newClient(t, srv.addr(), kgo.ProducerLinger(0))
@@ -268,7 +268,7 @@ func TestCompactionAcrossRestart(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b2 := openBroker(t, dir)
+	b2 := openBroker(t, dir, manualCleaner)
 	srv2 := startServer(t, b2)
 	checkLatest(t, readToEnd(t, srv2.addr(), "durable-compact", 0), want, false)
 	if n := b2.cleanAll(time.Now(), false); n != 0 {

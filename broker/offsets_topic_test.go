@@ -458,7 +458,7 @@ func TestOffsetsMirrorOversized(t *testing.T) {
 // any compact topic: after 300 commits of one partition and a cleaning,
 // far fewer records remain and the latest still equals OffsetFetch.
 func TestOffsetsTopicCompacted(t *testing.T) {
-	b := openBroker(t, t.TempDir())
+	b := openBroker(t, t.TempDir(), manualCleaner)
 	addr := startGateway(t, b)
 	createTopic(t, addr, "churn", 1, nil)
 	ctx := testCtx(t)
@@ -478,6 +478,19 @@ func TestOffsetsTopicCompacted(t *testing.T) {
 	}
 	want, err := adm.FetchOffsets(ctx, "churner")
 	if err != nil {
+		t.Fatal(err)
+	}
+	waitOffsetsTopic(t, addr, func(v offsetsView) error { return matchesFetch(v, want, "churner") })
+	// The mirror appends what queued up as one batch: on a loaded
+	// machine most of the commits can land in one large batch in the
+	// active segment, which no cleaner touches. One more commit, appended
+	// once that batch is visible, rolls it into a cleanable segment.
+	var last kadm.Offsets
+	last.Add(kadm.Offset{Topic: "churn", Partition: 0, At: commits, LeaderEpoch: -1})
+	if err := adm.CommitAllOffsets(ctx, "churner", last); err != nil {
+		t.Fatal(err)
+	}
+	if want, err = adm.FetchOffsets(ctx, "churner"); err != nil {
 		t.Fatal(err)
 	}
 	waitOffsetsTopic(t, addr, func(v offsetsView) error { return matchesFetch(v, want, "churner") })

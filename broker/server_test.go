@@ -159,6 +159,12 @@ func (s *testServer) write(nc net.Conn, queue <-chan *slot) {
 }
 
 // openBroker opens a broker on dir with test-friendly settings.
+// manualCleaner leaves cleaning to the test's own cleanAll calls: the
+// background loop's first pass is a day away, so it cannot clean the
+// partition first when a loaded machine stretches the test past the
+// default backoff (15 s).
+func manualCleaner(c *Config) { c.CleanerBackoff = 24 * time.Hour }
+
 func openBroker(t testing.TB, dir string, mut ...func(*Config)) *Broker {
 	t.Helper()
 	cfg := Config{DataDir: dir, Fsync: storage.FsyncNever, AutoCreateTopics: true}

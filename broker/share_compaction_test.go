@@ -14,7 +14,7 @@ import (
 // (the holes are acknowledged as gaps by the client, or were never
 // acquired).
 func TestShareOverCompactedTopic(t *testing.T) {
-	b, srv := newBroker(t)
+	b, srv := newBroker(t, manualCleaner)
 	compactedTopic(t, srv.addr(), "cq", nil)
 	cl := newClient(t, srv.addr(), kgo.ProducerLinger(0))
 	want := produceHistory(t, cl, "cq", 15, 8, map[int]bool{4: true})
