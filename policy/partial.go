@@ -194,6 +194,7 @@ func fetchErrTopic(t *kmsg.FetchRequestTopic, code int16) kmsg.FetchResponseTopi
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.Partition, rp.ErrorCode = part.Partition, code
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+		rp.RecordBatches = []byte{} // empty, not null: librdkafka refuses a null record set ("invalid MessageSetSize -1"), and Kafka sends MemoryRecords.EMPTY
 		rt.Partitions = append(rt.Partitions, rp)
 	}
 	return rt
