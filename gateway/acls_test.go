@@ -446,3 +446,44 @@ func waitAudit(t *testing.T, path string, match func(map[string]any) bool) map[s
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestACLsAutoCreateNeedsCreate: the built-in broker auto-creates topics
+// on Metadata, but only for a principal with CREATE on the topic or the
+// cluster, as Kafka does; DESCRIBE alone does not create one.
+func TestACLsAutoCreateNeedsCreate(t *testing.T) {
+	w := newACLWorld(t, "builtin", "enforce")
+	ctx := ctxFor(t)
+	adm := kadm.NewClient(w.client("admin"))
+	createACLs(t, ctx, adm, kadm.NewACLs().Allow("User:alice").Topics("auto-").ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpDescribe))
+	metadata := func(user, topic string) int16 {
+		t.Helper()
+		req := kmsg.NewPtrMetadataRequest()
+		req.AllowAutoTopicCreation = true
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, w.client(user))
+		if err != nil || len(resp.Topics) != 1 {
+			t.Fatalf("metadata: %v %+v", err, resp)
+		}
+		return resp.Topics[0].ErrorCode
+	}
+	exists := func(topic string) bool {
+		t.Helper()
+		td, err := kadm.NewClient(w.client("admin")).ListTopics(ctx, topic) // a new client: kgo caches metadata answers
+		if err != nil {
+			t.Fatal(err)
+		}
+		return td.Has(topic) && td[topic].Err == nil
+	}
+	if code := metadata("alice", "auto-one"); code != kerr.UnknownTopicOrPartition.Code || exists("auto-one") {
+		t.Fatalf("alice without CREATE: metadata %v, topic created %v", kerr.ErrorForCode(code), exists("auto-one"))
+	}
+	createACLs(t, ctx, adm, kadm.NewACLs().Allow("User:alice").Topics("auto-one").Operations(kadm.OpCreate))
+	if code := metadata("alice", "auto-one"); code != 0 || !exists("auto-one") {
+		t.Fatalf("alice with CREATE on the topic: metadata %v, topic created %v", kerr.ErrorForCode(code), exists("auto-one"))
+	}
+	if code := metadata("alice", "elsewhere"); code != kerr.TopicAuthorizationFailed.Code || exists("elsewhere") {
+		t.Fatalf("alice on a topic she may not describe: %v", kerr.ErrorForCode(code))
+	}
+}

@@ -360,6 +360,7 @@ func (e *Engine) Check(r *Request) Verdict {
 		v = e.checkFetch(r, bits, body, &rates)
 	case *kmsg.MetadataRequest:
 		v = e.checkMetadata(r, bits, body, &rates)
+		v = e.aclAutoCreate(r, body, v) // authz.go
 	default:
 		v = e.checkGeneric(r, bits, &rates)
 	}
