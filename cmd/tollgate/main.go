@@ -7,7 +7,7 @@
 //	tollgate-bench                            # the benchmark, its own command (cmd/tollgate-bench)
 //	tollgate tap                              # live traffic from a running gateway's admin server
 //	tollgate users add alice --file users.yaml # SASL credentials for PLAIN/SCRAM
-//	tollgate topic|produce|consume|group ...  # Kafka console tools (package console)
+//	tollgate topic|produce|consume|group|acl ...  # Kafka console tools (package console)
 package main
 
 import (
@@ -40,7 +40,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return tapCmd(args[1:], stdout, stderr)
 		case "users":
 			return usersCmd(args[1:], stdout, stderr)
-		case "topic", "produce", "consume", "group":
+		case "topic", "produce", "consume", "group", "acl":
 			return consoleCmd(args[0], args[1:], stdout, stderr)
 		case "version", "--version":
 			fmt.Fprintln(stdout, versionString())
@@ -81,6 +81,8 @@ func consoleCmd(name string, args []string, stdout, stderr io.Writer) int {
 		return console.Produce(ctx, args, std)
 	case "consume":
 		return console.Consume(ctx, args, std)
+	case "acl":
+		return console.ACL(ctx, args, std)
 	}
 	return console.Group(ctx, args, std)
 }
@@ -98,6 +100,7 @@ commands:
   produce       one record per stdin line: echo hi | tollgate produce orders
   consume       print records: tollgate consume orders -o -10 -e
   group         list, describe (lag), seek, delete consumer groups
+  acl           list, create, delete ACLs: tollgate acl create --principal User:alice --operation read --topic orders
   tap           live traffic from a running gateway's admin server
   users         SASL users file: tollgate users add alice --file users.yaml
   bench         moved: the benchmarks are the tollgate-bench command (see README)
@@ -105,7 +108,7 @@ commands:
   help          this text
 
 Every command takes -h for its flags and examples. The console commands
-(topic, produce, consume, group) take -b/--brokers (default 127.0.0.1:9092),
+(topic, produce, consume, group, acl) take -b/--brokers (default 127.0.0.1:9092),
 --tls-*, --sasl-* and --format text|json|yaml, and exit 0 on success, 1 when
 the cluster refused, 2 on a usage error, 3 when no broker is reachable.
 `
