@@ -37,7 +37,7 @@ var needs = map[int16]need{
 	apis.LeaveGroup:                   {group: OpRead},
 	apis.SyncGroup:                    {group: OpRead},
 	apis.DescribeGroups:               {group: OpDescribe},
-	apis.ListGroups:                   {open: true}, // Kafka lists the groups the principal may describe
+	apis.ListGroups:                   {}, // the answer lists the groups the principal may describe (policy/authz.go)
 	apis.SASLHandshake:                {open: true},
 	apis.ApiVersions:                  {open: true},
 	apis.SASLAuthenticate:             {open: true},
@@ -77,7 +77,7 @@ var needs = map[int16]need{
 	apis.DescribeCluster:              {cluster: OpDescribe},
 	apis.DescribeProducers:            {topic: OpRead},
 	apis.DescribeTransactions:         {txn: OpDescribe},
-	apis.ListTransactions:             {open: true}, // Kafka lists the transactional ids the principal may describe
+	apis.ListTransactions:             {}, // the answer lists the transactional ids the principal may describe
 	apis.ConsumerGroupHeartbeat:       {group: OpRead, topic: OpDescribe},
 	apis.ConsumerGroupDescribe:        {group: OpDescribe},
 	apis.GetTelemetrySubscriptions:    {open: true},

@@ -487,3 +487,48 @@ func TestACLsAutoCreateNeedsCreate(t *testing.T) {
 		t.Fatalf("alice on a topic she may not describe: %v", kerr.ErrorForCode(code))
 	}
 }
+
+// TestACLsListGroupsFiltered: ListGroups lists only the groups the
+// principal may describe (all of them with DESCRIBE on the cluster), as
+// Kafka does; the super user sees every group.
+func TestACLsListGroupsFiltered(t *testing.T) {
+	for _, backend := range []string{"builtin", "upstream"} {
+		t.Run(backend, func(t *testing.T) {
+			w := newACLWorld(t, backend, "enforce")
+			ctx := ctxFor(t)
+			adm := kadm.NewClient(w.client("admin"))
+			if _, err := adm.CreateTopic(ctx, 1, 1, nil, "t"); err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range []string{"g-alice", "g-other"} {
+				offs := kadm.Offsets{}
+				offs.Add(kadm.Offset{Topic: "t", Partition: 0, At: 0, LeaderEpoch: -1})
+				if _, err := adm.CommitOffsets(ctx, g, offs); err != nil {
+					t.Fatalf("commit for %s: %v", g, err)
+				}
+			}
+			list := func(user string) string {
+				t.Helper()
+				gs, err := kadm.NewClient(w.client(user)).ListGroups(ctx)
+				if err != nil {
+					t.Fatalf("list groups as %s: %v", user, err)
+				}
+				return strings.Join(gs.Groups(), ",")
+			}
+			if got := list("admin"); got != "g-alice,g-other" {
+				t.Fatalf("the super user lists %q", got)
+			}
+			if got := list("alice"); got != "" {
+				t.Fatalf("alice without ACLs lists %q", got)
+			}
+			createACLs(t, ctx, adm, kadm.NewACLs().Allow("User:alice").Groups("g-alice").Operations(kadm.OpRead))
+			if got := list("alice"); got != "g-alice" {
+				t.Fatalf("alice with READ (implies DESCRIBE) on g-alice lists %q", got)
+			}
+			createACLs(t, ctx, adm, kadm.NewACLs().Allow("User:alice").Clusters().Operations(kadm.OpDescribe))
+			if got := list("alice"); got != "g-alice,g-other" {
+				t.Fatalf("alice with DESCRIBE on the cluster lists %q", got)
+			}
+		})
+	}
+}

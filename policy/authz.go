@@ -118,3 +118,62 @@ func (e *Engine) aclAutoCreate(r *Request, m *kmsg.MetadataRequest, v Verdict) V
 	}
 	return v
 }
+
+// aclFilterList hides, in a ListGroups or ListTransactions answer, what
+// the principal may not describe, as Kafka does (KafkaApis
+// handleListGroupsRequest: every group with DESCRIBE on the cluster, else
+// those with DESCRIBE on the group; handleListTransactionsRequest: those
+// with DESCRIBE on the transactional id).
+func (e *Engine) aclFilterList(r *Request, v Verdict) Verdict {
+	if v.Action == Deny || r.Body == nil || !e.governs(r.Subject, r.Key) {
+		return v
+	}
+	s, az := r.Subject, e.authz
+	var filter func(kmsg.Response)
+	switch r.Key {
+	case apis.ListGroups:
+		if az.Authorize(s, apis.DescribeCluster, 0, Resource{}, nil) == 0 {
+			return v
+		}
+		filter = func(resp kmsg.Response) {
+			lr, ok := resp.(*kmsg.ListGroupsResponse)
+			if !ok {
+				return
+			}
+			kept := lr.Groups[:0]
+			for _, g := range lr.Groups {
+				if az.Authorize(s, apis.DescribeGroups, 0, Resource{Group: g.Group, HasGroup: true}, nil) == 0 {
+					kept = append(kept, g)
+				}
+			}
+			lr.Groups = kept
+		}
+	case apis.ListTransactions:
+		filter = func(resp kmsg.Response) {
+			lr, ok := resp.(*kmsg.ListTransactionsResponse)
+			if !ok {
+				return
+			}
+			kept := lr.TransactionStates[:0]
+			for _, t := range lr.TransactionStates {
+				if az.Authorize(s, apis.DescribeTransactions, 0, Resource{TxnID: t.TransactionalID, HasTxn: true}, nil) == 0 {
+					kept = append(kept, t)
+				}
+			}
+			lr.TransactionStates = kept
+		}
+	default:
+		return v
+	}
+	prev := v.Merge
+	v.Merge = func(resp kmsg.Response) {
+		if prev != nil {
+			prev(resp)
+		}
+		filter(resp)
+	}
+	if v.Action == Allow {
+		v.Action, v.Forward = Partial, r.Body
+	}
+	return v
+}

@@ -363,6 +363,7 @@ func (e *Engine) Check(r *Request) Verdict {
 		v = e.aclAutoCreate(r, body, v) // authz.go
 	default:
 		v = e.checkGeneric(r, bits, &rates)
+		v = e.aclFilterList(r, v) // authz.go
 	}
 	if v.Action != Deny {
 		e.charge(&v, &rates, r.Subject, r.Key, r.Size, now)
