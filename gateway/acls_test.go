@@ -532,3 +532,46 @@ func TestACLsListGroupsFiltered(t *testing.T) {
 		})
 	}
 }
+
+// TestACLsReloadAndBrokenFile: super_users follow a reload and the store
+// (with what was created before) stays in force; a broken ACL file stops
+// provisioning (check-config) with an error naming it.
+func TestACLsReloadAndBrokenFile(t *testing.T) {
+	w := newACLWorld(t, "builtin", "enforce")
+	ctx := ctxFor(t)
+	adm := kadm.NewClient(w.client("admin"))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "t"); err != nil {
+		t.Fatal(err)
+	}
+	createACLs(t, ctx, adm, kadm.NewACLs().Allow("User:bob").Topics("t").Operations(kadm.OpWrite))
+	if err := w.client("alice").ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("x")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("alice before the reload: %v", err)
+	}
+	next := strings.Replace(w.yaml, `super_users: ["User:admin"]`, `super_users: ["User:admin", "User:alice"]`, 1)
+	if err := w.g.ReloadFrom(func() (*configs.Config, error) { return configs.Parse([]byte(next), "test.yaml") }); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.client("alice").ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatalf("alice as a super user after the reload: %v", err)
+	}
+	if err := w.client("bob").ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatalf("bob's ACL after the reload: %v", err)
+	}
+	if got := describeAll(t, ctx, adm); len(got) != 1 {
+		t.Fatalf("after the reload the store holds %v", got)
+	}
+
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "acls.json")
+	os.WriteFile(bad, []byte(`{"version":1,"acls":[{"resource_type":"TOPIC","resource_name":"x","pattern_type":"MATCH","principal":"User:a","host":"*","operation":"READ","permission":"ALLOW"}]}`), 0o600)
+	cfg, err := configs.Parse([]byte("broker: { data_dir: "+dir+" }\npolicy: { acls: enforce, acls_file: "+bad+" }\n"), "bad.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := Provision(cfg, quiet()); err == nil || !strings.Contains(err.Error(), "policy.acls_file") || !strings.Contains(err.Error(), bad) {
+		if p != nil {
+			p.Close()
+		}
+		t.Fatalf("provisioning with a broken ACL file: %v", err)
+	}
+}
