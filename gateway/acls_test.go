@@ -575,3 +575,81 @@ func TestACLsReloadAndBrokenFile(t *testing.T) {
 		t.Fatalf("provisioning with a broken ACL file: %v", err)
 	}
 }
+
+// TestACLsGroupConsumerAndTransactions: franz-go's group consumer and
+// transactional producer work through the gateway with the ACLs Kafka
+// asks for (READ on the group and the topic; WRITE on the topic and the
+// transactional id), and a transactional producer without WRITE on its
+// id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
+func TestACLsGroupConsumerAndTransactions(t *testing.T) {
+	for _, backend := range []string{"builtin", "upstream"} {
+		t.Run(backend, func(t *testing.T) {
+			w := newACLWorld(t, backend, "enforce")
+			ctx := ctxFor(t)
+			adm := kadm.NewClient(w.client("admin"))
+			if _, err := adm.CreateTopic(ctx, 2, 1, nil, "events"); err != nil {
+				t.Fatal(err)
+			}
+			createACLs(t, ctx, adm, kadm.NewACLs().Allow("User:alice").Topics("events").Operations(kadm.OpWrite, kadm.OpRead))
+			createACLs(t, ctx, adm, kadm.NewACLs().Allow("User:alice").Groups("readers").Operations(kadm.OpRead))
+			createACLs(t, ctx, adm, kadm.NewACLs().Allow("User:alice").TransactionalIDs("tx-").ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpWrite))
+
+			txn := w.client("alice", kgo.TransactionalID("tx-1"), kgo.DefaultProduceTopic("events"))
+			if err := txn.BeginTransaction(); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 4 {
+				if err := txn.ProduceSync(ctx, &kgo.Record{Value: []byte{byte('a' + i)}}).FirstErr(); err != nil {
+					t.Fatalf("transactional produce: %v", err)
+				}
+			}
+			if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+				t.Fatalf("commit: %v", err)
+			}
+
+			other := w.client("alice", kgo.TransactionalID("other-1"), kgo.DefaultProduceTopic("events"))
+			err := other.BeginTransaction()
+			if err == nil {
+				err = other.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr()
+			}
+			if !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+				t.Fatalf("a transactional id alice may not write: %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", err)
+			}
+
+			cons := w.client("alice", kgo.ConsumerGroup("readers"), kgo.ConsumeTopics("events"),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DisableAutoCommit())
+			got := 0
+			for got < 4 {
+				fs := cons.PollFetches(ctx)
+				if err := ctx.Err(); err != nil {
+					t.Fatalf("consumed %d of 4: %v", got, err)
+				}
+				fs.EachError(func(topic string, p int32, err error) { t.Fatalf("fetch %s/%d: %v", topic, p, err) })
+				got += fs.NumRecords()
+			}
+			if err := cons.CommitUncommittedOffsets(ctx); err != nil {
+				t.Fatalf("commit offsets as group readers: %v", err)
+			}
+			offs, err := adm.FetchOffsets(ctx, "readers")
+			if err != nil {
+				t.Fatal(err)
+			}
+			total := int64(0)
+			offs.Each(func(o kadm.OffsetResponse) { total += o.At })
+			if total < 4 {
+				t.Fatalf("committed offsets sum to %d, want at least 4", total)
+			}
+
+			bob := w.client("bob", kgo.ConsumerGroup("readers"), kgo.ConsumeTopics("events"))
+			bctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+			defer cancel()
+			var bobErr error
+			for bobErr == nil && bctx.Err() == nil {
+				bob.PollFetches(bctx).EachError(func(_ string, _ int32, err error) { bobErr = err })
+			}
+			if !errors.Is(bobErr, kerr.GroupAuthorizationFailed) && !errors.Is(bobErr, kerr.TopicAuthorizationFailed) {
+				t.Fatalf("bob joins readers: %v, want an authorization failure", bobErr)
+			}
+		})
+	}
+}
