@@ -51,15 +51,19 @@ func newACLWorld(t *testing.T, backend, acls string) *aclWorld {
 	w := &aclWorld{t: t, audit: filepath.Join(dir, "audit.jsonl")}
 	listener := `{ listen: "127.0.0.1:0", sasl: { mechanisms: [PLAIN], users_file: ` + usersFile + ` } }`
 	var backendYAML string
-	if backend == "upstream" {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if backend == "upstream" || backend == "single-port" {
+		brokers, ports := 1, "broker_port_base: 0"
+		if backend == "single-port" {
+			brokers, ports = 3, "brokers: single-port"
+		}
+		c, err := kfake.NewCluster(kfake.NumBrokers(brokers))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(c.Close)
 		w.upstream = c
-		listener = `{ listen: "127.0.0.1:0", broker_port_base: 0, sasl: { mechanisms: [PLAIN], users_file: ` + usersFile + ` } }`
-		backendYAML = "upstream: { bootstrap: [" + c.ListenAddrs()[0] + "] }\nbroker: { data_dir: " + filepath.Join(dir, "state") + " }\n"
+		listener = `{ listen: "127.0.0.1:0", ` + ports + `, sasl: { mechanisms: [PLAIN], users_file: ` + usersFile + ` } }`
+		backendYAML = "upstream: { bootstrap: [" + strings.Join(c.ListenAddrs(), ",") + "] }\nbroker: { data_dir: " + filepath.Join(dir, "state") + " }\n"
 	} else {
 		backendYAML = "broker: { data_dir: " + filepath.Join(dir, "data") + " }\n"
 	}
@@ -230,13 +234,14 @@ func learnIDs(t *testing.T, ctx context.Context, adm *kadm.Client) {
 	}
 }
 
-// TestACLsRoundTripAndEnforce: on both backends, kadm's CreateACLs,
+// TestACLsRoundTripAndEnforce: on both backends (and a single-port
+// listener over a 3-broker kfake), kadm's CreateACLs,
 // DescribeACLs and DeleteACLs round-trip through the gateway and survive
 // a restart; the ACLs govern produce and fetch (literal, prefixed, deny
 // wins, a super user passes) even though neither backend has an
 // authorizer.
 func TestACLsRoundTripAndEnforce(t *testing.T) {
-	for _, backend := range []string{"builtin", "upstream"} {
+	for _, backend := range []string{"builtin", "upstream", "single-port"} {
 		t.Run(backend, func(t *testing.T) {
 			w := newACLWorld(t, backend, "enforce")
 			ctx := ctxFor(t)
@@ -582,7 +587,7 @@ func TestACLsReloadAndBrokenFile(t *testing.T) {
 // transactional id), and a transactional producer without WRITE on its
 // id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 func TestACLsGroupConsumerAndTransactions(t *testing.T) {
-	for _, backend := range []string{"builtin", "upstream"} {
+	for _, backend := range []string{"builtin", "upstream", "single-port"} {
 		t.Run(backend, func(t *testing.T) {
 			w := newACLWorld(t, backend, "enforce")
 			ctx := ctxFor(t)
