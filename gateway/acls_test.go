@@ -658,3 +658,36 @@ func TestACLsGroupConsumerAndTransactions(t *testing.T) {
 		})
 	}
 }
+
+// TestACLsOffsetFetchFiltered: an OffsetFetch of every topic of a group
+// answers only the topics the principal may describe, as Kafka does.
+func TestACLsOffsetFetchFiltered(t *testing.T) {
+	for _, backend := range []string{"builtin", "upstream"} {
+		t.Run(backend, func(t *testing.T) {
+			w := newACLWorld(t, backend, "enforce")
+			ctx := ctxFor(t)
+			adm := kadm.NewClient(w.client("admin"))
+			offs := kadm.Offsets{}
+			for _, topic := range []string{"seen", "hidden"} {
+				if _, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+					t.Fatal(err)
+				}
+				offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 0, LeaderEpoch: -1})
+			}
+			learnIDs(t, ctx, adm) // the gateway learns the ids (OffsetFetch v10+ answers by id)
+			if _, err := adm.CommitOffsets(ctx, "g", offs); err != nil {
+				t.Fatal(err)
+			}
+			createACLs(t, ctx, adm, kadm.NewACLs().Allow("User:alice").Groups("g").Topics("seen").Operations(kadm.OpRead))
+			got, err := kadm.NewClient(w.client("alice")).FetchOffsets(ctx, "g")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var topics []string
+			got.Each(func(o kadm.OffsetResponse) { topics = append(topics, o.Topic) })
+			if strings.Join(topics, ",") != "seen" {
+				t.Fatalf("alice fetches the offsets of group g: topics %v, want seen only", topics)
+			}
+		})
+	}
+}

@@ -119,11 +119,12 @@ func (e *Engine) aclAutoCreate(r *Request, m *kmsg.MetadataRequest, v Verdict) V
 	return v
 }
 
-// aclFilterList hides, in a ListGroups or ListTransactions answer, what
-// the principal may not describe, as Kafka does (KafkaApis
-// handleListGroupsRequest: every group with DESCRIBE on the cluster, else
-// those with DESCRIBE on the group; handleListTransactionsRequest: those
-// with DESCRIBE on the transactional id).
+// aclFilterList hides, in a ListGroups, ListTransactions or all-topics
+// OffsetFetch answer, what the principal may not describe, as Kafka does
+// (KafkaApis handleListGroupsRequest: every group with DESCRIBE on the
+// cluster, else those with DESCRIBE on the group;
+// handleListTransactionsRequest: those with DESCRIBE on the
+// transactional id; handleOffsetFetchRequest: the topics with DESCRIBE).
 func (e *Engine) aclFilterList(r *Request, v Verdict) Verdict {
 	if v.Action == Deny || r.Body == nil || !e.governs(r.Subject, r.Key) {
 		return v
@@ -162,6 +163,42 @@ func (e *Engine) aclFilterList(r *Request, v Verdict) Verdict {
 			}
 			lr.TransactionStates = kept
 		}
+	case apis.OffsetFetch:
+		// Committed offsets of every topic (no topic named): Kafka leaves
+		// out the topics the principal may not describe.
+		if !offsetFetchAll(r.Body) {
+			return v
+		}
+		names := r.Names
+		may := func(name string, id [16]byte) bool {
+			if name == "" && names != nil {
+				name, _ = names.TopicName(id)
+			}
+			return name != "" && az.Authorize(s, apis.OffsetFetch, 0, Resource{Topic: name, HasTopic: true}, nil) == 0
+		}
+		filter = func(resp kmsg.Response) {
+			or, ok := resp.(*kmsg.OffsetFetchResponse)
+			if !ok {
+				return
+			}
+			kept := or.Topics[:0]
+			for _, t := range or.Topics {
+				if may(t.Topic, [16]byte{}) {
+					kept = append(kept, t)
+				}
+			}
+			or.Topics = kept
+			for i := range or.Groups {
+				g := &or.Groups[i]
+				kept := g.Topics[:0]
+				for _, t := range g.Topics {
+					if may(t.Topic, t.TopicID) {
+						kept = append(kept, t)
+					}
+				}
+				g.Topics = kept
+			}
+		}
 	default:
 		return v
 	}
@@ -176,4 +213,22 @@ func (e *Engine) aclFilterList(r *Request, v Verdict) Verdict {
 		v.Action, v.Forward = Partial, r.Body
 	}
 	return v
+}
+
+// offsetFetchAll reports whether an OffsetFetch asks for every topic of
+// some group (a null topic list).
+func offsetFetchAll(req kmsg.Request) bool {
+	r, ok := req.(*kmsg.OffsetFetchRequest)
+	if !ok {
+		return false
+	}
+	if r.Version < 8 {
+		return r.Topics == nil
+	}
+	for _, g := range r.Groups {
+		if g.Topics == nil {
+			return true
+		}
+	}
+	return false
 }
