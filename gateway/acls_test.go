@@ -425,6 +425,31 @@ func TestACLsKcatRefusedAndAudited(t *testing.T) {
 	if rec["decision"] != "denied" || rec["rule"] != "acl" {
 		t.Fatalf("audit record of bob's produce: %v, want decision denied, rule acl", rec)
 	}
+	if n := denials(t, w.g, "acl"); n < 1 {
+		t.Errorf("tollgate_policy_denials_total{rule=\"acl\"} = %v, want at least 1", n)
+	}
+}
+
+// denials reads tollgate_policy_denials_total for rule.
+func denials(t *testing.T, g *Gateway, rule string) float64 {
+	t.Helper()
+	mfs, err := g.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "tollgate_policy_denials_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "rule" && l.GetValue() == rule {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // waitAudit polls the audit file for a record match accepts.
