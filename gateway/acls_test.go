@@ -716,3 +716,49 @@ func TestACLsOffsetFetchFiltered(t *testing.T) {
 		})
 	}
 }
+
+// TestACLsInvalidRequests: what Kafka refuses with INVALID_REQUEST is
+// refused per creation and per filter, on the wire, and the valid rest of
+// the request is applied.
+func TestACLsInvalidRequests(t *testing.T) {
+	w := newACLWorld(t, "builtin", "enforce")
+	ctx := ctxFor(t)
+	admin := w.client("admin")
+	creation := func(typ kmsg.ACLResourceType, name string, pat kmsg.ACLResourcePatternType, principal string) kmsg.CreateACLsRequestCreation {
+		c := kmsg.NewCreateACLsRequestCreation()
+		c.ResourceType, c.ResourceName, c.ResourcePatternType = typ, name, pat
+		c.Principal, c.Host, c.Operation, c.PermissionType = principal, "*", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+		return c
+	}
+	req := kmsg.NewPtrCreateACLsRequest()
+	req.Creations = []kmsg.CreateACLsRequestCreation{
+		creation(kmsg.ACLResourceTypeAny, "t", kmsg.ACLResourcePatternTypeLiteral, "User:a"),
+		creation(kmsg.ACLResourceTypeTopic, "t", kmsg.ACLResourcePatternTypeMatch, "User:a"),
+		creation(kmsg.ACLResourceTypeTopic, "t", kmsg.ACLResourcePatternTypeLiteral, "a"),
+		creation(kmsg.ACLResourceTypeCluster, "other", kmsg.ACLResourcePatternTypeLiteral, "User:a"),
+		creation(kmsg.ACLResourceTypeTopic, "", kmsg.ACLResourcePatternTypeLiteral, "User:a"),
+		creation(kmsg.ACLResourceTypeTopic, "t", kmsg.ACLResourcePatternTypeLiteral, "User:a"),
+	}
+	resp, err := req.RequestWith(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range resp.Results {
+		want := kerr.InvalidRequest.Code
+		if i == len(resp.Results)-1 {
+			want = 0
+		}
+		if r.ErrorCode != want {
+			t.Errorf("creation %d: %v (%v), want %v", i, kerr.ErrorForCode(r.ErrorCode), r.ErrorMessage, kerr.ErrorForCode(want))
+		}
+	}
+	d := kmsg.NewPtrDescribeACLsRequest()
+	d.ResourceType, d.ResourcePatternType, d.Operation, d.PermissionType = 0, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	dr, err := d.RequestWith(ctx, admin)
+	if err != nil || dr.ErrorCode != kerr.InvalidRequest.Code {
+		t.Errorf("describe with an UNKNOWN resource type: %v %v, want INVALID_REQUEST", err, dr)
+	}
+	if got := describeAll(t, ctx, kadm.NewClient(admin)); len(got) != 1 {
+		t.Errorf("the store holds %v, want the one valid ACL", got)
+	}
+}
