@@ -80,6 +80,10 @@
 //	policy:                     # see policy.go and package policy
 //	  default: allow            # allow | deny (ApiVersions, SASL and Metadata itself exempt)
 //	  hide_denied_apis: []      # listeners whose ApiVersions omits keys denied outright
+//	  acls: off                 # off | enforce | upstream; left out: off built-in, upstream in gateway mode (package acl)
+//	  acls_file: <broker.data_dir>/acls.json   # the gateway's ACL store (enforce)
+//	  super_users: []           # principals the ACLs do not apply to: ["User:admin"]
+//	  allow_everyone_if_no_acl_found: false    # Kafka's allow.everyone.if.no.acl.found
 //	  rules:                    # in order; first allow/deny that matches decides
 //	    - name: rules[i]        # [A-Za-z0-9._-]; rate budgets survive reloads by name
 //	      match:                # all set conditions must hold; {} matches everything

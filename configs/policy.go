@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"regexp/syntax"
@@ -46,6 +47,27 @@ type Policy struct {
 	// those requests with an authorization error.
 	HideDeniedAPIs []string `yaml:"hide_denied_apis,omitempty"`
 	Rules          []Rule   `yaml:"rules,omitempty"`
+
+	// ACLs: the gateway's own ACL store (package acl; README, "ACLs").
+	//
+	// ACLs is off, enforce or upstream. enforce: the gateway answers
+	// DescribeAcls, CreateAcls and DeleteAcls from its store and
+	// authorizes every request against it, on either backend. off: the
+	// gateway answers those keys SECURITY_DISABLED, as a broker without
+	// an authorizer does, and checks nothing. upstream (gateway mode
+	// only): they are forwarded to the upstream, as any other key. Left
+	// out: off with the built-in broker, upstream in gateway mode, so
+	// that nothing changes until an operator turns ACLs on.
+	ACLs string `yaml:"acls,omitempty"`
+	// ACLsFile is where the store keeps its ACLs (JSON, written
+	// durably). Default: acls.json in broker.data_dir, in both modes.
+	ACLsFile string `yaml:"acls_file,omitempty"`
+	// SuperUsers are principals ("User:admin") the ACLs do not apply to
+	// (Kafka's super.users).
+	SuperUsers []string `yaml:"super_users,omitempty"`
+	// AllowEveryoneIfNoACLFound allows a resource no ACL names (Kafka's
+	// allow.everyone.if.no.acl.found; default false, as Kafka's).
+	AllowEveryoneIfNoACLFound bool `yaml:"allow_everyone_if_no_acl_found,omitempty"`
 
 	// Source is the file the policy was read from ("" when built in
 	// code), for warnings that name a line; not configuration (Changed
@@ -392,6 +414,7 @@ func (v *validator) policy() {
 	default:
 		v.errf("policy.default", p.Default, "%q: want allow or deny", p.Default)
 	}
+	v.policyACLs()
 	listeners := v.c.listenerNames()
 	for i, name := range p.HideDeniedAPIs {
 		if !listeners[name] {
@@ -538,5 +561,55 @@ func (v *validator) rate(path string, r *Rate, m *Match) {
 	if r.FetchBytesPerSecond > 0 && (m.HasResourceConditions() || m.APIVersions != nil) {
 		v.errf(path+".fetch_bytes_per_second", r.FetchBytesPerSecond,
 			"fetch bytes are counted when the response arrives, where only listener, address, client_id, principal and api are known: move the fetch rate to a rule without topic, group, transactional_id or api_versions")
+	}
+}
+
+// Policy.ACLs values.
+const (
+	ACLsOff      = "off"
+	ACLsEnforce  = "enforce"
+	ACLsUpstream = "upstream"
+)
+
+// ACLsFileName is the ACL store's file in broker.data_dir when
+// policy.acls_file is left out.
+const ACLsFileName = "acls.json"
+
+// ACLMode is the effective policy.acls: what was set, or off with the
+// built-in broker and upstream in gateway mode.
+func (c *Config) ACLMode() string {
+	switch {
+	case c.Policy.ACLs != "":
+		return c.Policy.ACLs
+	case c.UpstreamMode():
+		return ACLsUpstream
+	}
+	return ACLsOff
+}
+
+// ACLsPath is the effective policy.acls_file.
+func (c *Config) ACLsPath() string {
+	if c.Policy.ACLsFile != "" {
+		return c.Policy.ACLsFile
+	}
+	return filepath.Join(c.Broker.DataDir, ACLsFileName)
+}
+
+// policyACLs checks the ACL settings.
+func (v *validator) policyACLs() {
+	p := &v.c.Policy
+	switch p.ACLs {
+	case "", ACLsOff, ACLsEnforce:
+	case ACLsUpstream:
+		if !v.c.UpstreamMode() {
+			v.errf("policy.acls", p.ACLs, "upstream needs an upstream: with the built-in broker use enforce or off")
+		}
+	default:
+		v.errf("policy.acls", p.ACLs, "%q: want off, enforce or upstream", p.ACLs)
+	}
+	for i, u := range p.SuperUsers {
+		if typ, name, ok := strings.Cut(u, ":"); !ok || typ == "" || name == "" {
+			v.errf(fmt.Sprintf("policy.super_users[%d]", i), u, "%q: want a principal Type:name, e.g. User:admin", u)
+		}
 	}
 }

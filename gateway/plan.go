@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/tollgate-kafka/tollgate/acl"
 	"github.com/tollgate-kafka/tollgate/auth"
 	"github.com/tollgate-kafka/tollgate/broker"
 	"github.com/tollgate-kafka/tollgate/broker/storage"
@@ -35,6 +36,9 @@ type Plan struct {
 	proxy   proxy.Options  // everything but the backend, audit trail and hooks
 	broker  *broker.Config // nil in upstream mode
 	closers []func()
+
+	aclMode string     // configs.Config.ACLMode, fixed until a restart
+	acls    *acl.Store // nil unless aclMode is enforce (acls.go)
 }
 
 // Provision turns a validated configuration into a plan. What
@@ -58,6 +62,9 @@ func (p *Plan) provision(log *slog.Logger) error {
 		return fmt.Errorf("policy: %w", err)
 	}
 	p.proxy = proxyOptions(p.Config, log)
+	if err := p.provisionACLs(log); err != nil { // acls.go
+		return err
+	}
 	for i := range p.Config.Listeners {
 		lo, err := p.listener(&p.Config.Listeners[i], log)
 		if err != nil {
@@ -87,6 +94,7 @@ func (p *Plan) withPolicy(cfg *configs.Config, prev *policy.Engine) (*Plan, erro
 	if err != nil {
 		return nil, err
 	}
+	eng = p.withACLs(eng, cfg) // acls.go
 	c := *p.Config
 	c.Policy = cfg.Policy
 	next := *p

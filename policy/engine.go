@@ -21,6 +21,7 @@ type Engine struct {
 	defaultDeny bool
 	hide        map[string]bool // listeners with hide_denied_apis
 	limiters    int             // rules with a rate
+	authz       Authorizer      // the ACLs, asked after the rules (authz.go); nil: none
 }
 
 // Warning is a problem that does not stop a policy from loading: a rule
@@ -141,7 +142,7 @@ type decision struct {
 // decide walks the rules for one unit (nil: the body is not decoded; rules
 // with resource conditions are skipped, which NeedsBody guarantees cannot
 // change the outcome). Rate rules passed on the way are added to rates.
-func (e *Engine) decide(bits []uint64, key, version int16, u *unit, req kmsg.Request, rates *rateHits) decision {
+func (e *Engine) decideRules(bits []uint64, key, version int16, u *unit, req kmsg.Request, rates *rateHits) decision {
 	for _, i := range e.rulesFor(key) {
 		if !bitSet(bits, int(i)) {
 			continue
@@ -183,6 +184,9 @@ func (e *Engine) decide(bits []uint64, key, version int16, u *unit, req kmsg.Req
 }
 
 func (e *Engine) ruleName(i int32) string {
+	if i == aclRule {
+		return ACLRule
+	}
 	if i < 0 {
 		return ""
 	}
@@ -202,6 +206,9 @@ func (e *Engine) ruleName(i int32) string {
 // Metadata (key 3) answers need body access whenever any topic rule or a
 // default deny could hide topics.
 func (e *Engine) NeedsBody(s *Subject, key, version int16) bool {
+	if e.governs(s, key) {
+		return true // ACLs decide resource by resource (authz.go)
+	}
 	bits := e.subjectBits(s)
 	for _, i := range e.rulesFor(key) {
 		if !bitSet(bits, int(i)) {
@@ -341,7 +348,7 @@ func (e *Engine) Check(r *Request) Verdict {
 	var v Verdict
 	switch body := r.Body.(type) {
 	case nil:
-		d := e.decide(bits, r.Key, r.Version, nil, nil, &rates)
+		d := e.decide(r.Subject, bits, r.Key, r.Version, nil, nil, &rates)
 		v.Rule = e.ruleName(d.rule)
 		if d.deny {
 			v.Action, v.Close = Deny, true
@@ -353,8 +360,10 @@ func (e *Engine) Check(r *Request) Verdict {
 		v = e.checkFetch(r, bits, body, &rates)
 	case *kmsg.MetadataRequest:
 		v = e.checkMetadata(r, bits, body, &rates)
+		v = e.aclAutoCreate(r, body, v) // authz.go
 	default:
 		v = e.checkGeneric(r, bits, &rates)
+		v = e.aclFilterList(r, v) // authz.go
 	}
 	if v.Action != Deny {
 		e.charge(&v, &rates, r.Subject, r.Key, r.Size, now)
@@ -371,7 +380,7 @@ func (e *Engine) checkGeneric(r *Request, bits []uint64, rates *rateHits) Verdic
 	var first *decision
 	var all []decision
 	for i := range units {
-		d := e.decide(bits, r.Key, r.Version, &units[i], r.Body, rates)
+		d := e.decide(r.Subject, bits, r.Key, r.Version, &units[i], r.Body, rates)
 		all = append(all, d)
 		if d.deny && first == nil {
 			first = &all[len(all)-1]

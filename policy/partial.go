@@ -19,7 +19,7 @@ func (e *Engine) topicDecisions(r *Request, bits []uint64, n int, topic func(i i
 	for i := range n {
 		name, id := topic(i)
 		u := x.topicUnit(name, id, ctx)
-		ds[i] = e.decide(bits, r.Key, r.Version, &u, r.Body, nil)
+		ds[i] = e.decide(r.Subject, bits, r.Key, r.Version, &u, r.Body, nil)
 		if ds[i].deny {
 			denied++
 		}
@@ -30,7 +30,7 @@ func (e *Engine) topicDecisions(r *Request, bits []uint64, n int, topic func(i i
 		if !ds[i].deny {
 			name, id := topic(i)
 			u := x.topicUnit(name, id, ctx)
-			e.decide(bits, r.Key, r.Version, &u, r.Body, rates)
+			e.decide(r.Subject, bits, r.Key, r.Version, &u, r.Body, rates)
 		}
 	}
 	return ds, denied
@@ -59,7 +59,7 @@ func (e *Engine) checkProduce(r *Request, bits []uint64, p *kmsg.ProduceRequest,
 	}
 	if len(p.Topics) == 0 {
 		u := unit{txn: ctx.txn, hasTxn: ctx.hasTxn}
-		d := e.decide(bits, r.Key, r.Version, &u, p, rates)
+		d := e.decide(r.Subject, bits, r.Key, r.Version, &u, p, rates)
 		if !d.deny {
 			return Verdict{Action: Allow, Rule: e.ruleName(d.rule)}
 		}
@@ -132,7 +132,7 @@ func produceErrTopic(t *kmsg.ProduceRequestTopic, code int16) kmsg.ProduceRespon
 func (e *Engine) checkFetch(r *Request, bits []uint64, f *kmsg.FetchRequest, rates *rateHits) Verdict {
 	if len(f.Topics) == 0 {
 		// An incremental fetch with nothing changed names no topic.
-		d := e.decide(bits, r.Key, r.Version, &unit{}, f, rates)
+		d := e.decide(r.Subject, bits, r.Key, r.Version, &unit{}, f, rates)
 		if !d.deny {
 			return Verdict{Action: Allow, Rule: e.ruleName(d.rule)}
 		}
@@ -194,6 +194,7 @@ func fetchErrTopic(t *kmsg.FetchRequestTopic, code int16) kmsg.FetchResponseTopi
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.Partition, rp.ErrorCode = part.Partition, code
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+		rp.RecordBatches = []byte{} // empty, not null: librdkafka refuses a null record set ("invalid MessageSetSize -1"), and Kafka sends MemoryRecords.EMPTY
 		rt.Partitions = append(rt.Partitions, rp)
 	}
 	return rt
@@ -205,7 +206,7 @@ func fetchErrTopic(t *kmsg.FetchRequestTopic, code int16) kmsg.FetchResponseTopi
 // upstream, where auto-creation could create it (§5.3). Only a rule that
 // denies the Metadata key itself (no topic condition) refuses the request.
 func (e *Engine) checkMetadata(r *Request, bits []uint64, m *kmsg.MetadataRequest, rates *rateHits) Verdict {
-	d := e.decide(bits, r.Key, r.Version, nil, m, nil)
+	d := e.decide(r.Subject, bits, r.Key, r.Version, nil, m, nil)
 	if d.deny {
 		return Verdict{Action: Deny, Rule: e.ruleName(d.rule), Response: metadataDeny(m, &resourceCodes{top: d.code})}
 	}
@@ -219,8 +220,8 @@ func (e *Engine) checkMetadata(r *Request, bits []uint64, m *kmsg.MetadataReques
 // and the topics the subject may not see are dropped from the answer
 // (docs/protocol.md §4.3).
 func (e *Engine) metadataAll(r *Request, bits []uint64, m *kmsg.MetadataRequest, rates *rateHits, d decision) Verdict {
-	e.decide(bits, r.Key, r.Version, nil, m, rates)
-	if !e.topicRulesReachable(bits, r.Key, r.Version) {
+	e.decide(r.Subject, bits, r.Key, r.Version, nil, m, rates)
+	if !e.topicRulesReachable(bits, r.Key, r.Version) && !e.governs(r.Subject, r.Key) {
 		return Verdict{Action: Allow, Rule: e.ruleName(d.rule)}
 	}
 	subject := r.Subject
@@ -238,7 +239,7 @@ func (e *Engine) metadataAll(r *Request, bits []uint64, m *kmsg.MetadataRequest,
 			} else {
 				u.unknownID = true
 			}
-			if !e.decide(bits, apis.Metadata, mr.Version, &u, nil, nil).deny {
+			if !e.decide(subject, bits, apis.Metadata, mr.Version, &u, nil, nil).deny {
 				kept = append(kept, t)
 			}
 		}
@@ -263,7 +264,7 @@ func (e *Engine) metadataNamed(r *Request, bits []uint64, m *kmsg.MetadataReques
 		if t.Topic != nil && name == "" {
 			units[i].hasTopic = true // an empty name is still a name
 		}
-		ds[i] = e.decide(bits, r.Key, r.Version, &units[i], m, rates)
+		ds[i] = e.decide(r.Subject, bits, r.Key, r.Version, &units[i], m, rates)
 		if ds[i].deny {
 			denied++
 		}

@@ -1000,6 +1000,9 @@ func (s *session) rewrite(p pending, body []byte) (out []byte, changed bool, err
 		if err == nil && s.sasl != nil {
 			out, err = offerKeys(p.version, out, saslKeys)
 		}
+		if err == nil {
+			out, err = s.offerAnswered(p.version, out) // keys the gateway answers itself (answer_versions.go)
+		}
 		if err == nil && len(p.hide) > 0 {
 			out, err = hideKeys(p.version, out, p.hide)
 		}

@@ -7,7 +7,7 @@
 //	tollgate-bench                            # the benchmark, its own command (cmd/tollgate-bench)
 //	tollgate tap                              # live traffic from a running gateway's admin server
 //	tollgate users add alice --file users.yaml # SASL credentials for PLAIN/SCRAM
-//	tollgate topic|produce|consume|group|cluster ...  # Kafka console tools (package console)
+//	tollgate topic|produce|consume|group|cluster|acl ...  # Kafka console tools (package console)
 package main
 
 import (
@@ -39,7 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return tapCmd(args[1:], stdout, stderr)
 		case "users":
 			return usersCmd(args[1:], stdout, stderr)
-		case "topic", "produce", "consume", "group", "cluster", "metadata":
+		case "topic", "produce", "consume", "group", "cluster", "metadata", "acl":
 			return consoleCmd(args[0], args[1:], stdout, stderr)
 		case "version", "--version":
 			fmt.Fprintln(stdout, versionString())
@@ -82,6 +82,8 @@ func consoleCmd(name string, args []string, stdout, stderr io.Writer) int {
 		return console.Consume(ctx, args, std)
 	case "cluster", "metadata":
 		return console.Cluster(ctx, args, std)
+	case "acl":
+		return console.ACL(ctx, args, std)
 	}
 	return console.Group(ctx, args, std)
 }
@@ -100,6 +102,7 @@ commands:
   consume       print records: tollgate consume orders -o -10 -e
   group         list, describe (lag), seek, delete consumer groups
   cluster       brokers, controller, topics and partitions, like kcat -L (also: metadata)
+  acl           list, create, delete ACLs: tollgate acl create --principal User:alice --operation read --topic orders
   tap           live traffic from a running gateway's admin server
   users         SASL users file: tollgate users add alice --file users.yaml
   bench         moved: the benchmarks are the tollgate-bench command (see README)
@@ -107,7 +110,7 @@ commands:
   help          this text
 
 Every command takes -h for its flags and examples. The console commands
-(topic, produce, consume, group, cluster) take -b/--brokers (default:
+(topic, produce, consume, group, cluster, acl) take -b/--brokers (default:
 $TOLLGATE_BROKERS, the profile's brokers, or 127.0.0.1:9092), --profile
 (default: $TOLLGATE_PROFILE or ~/.config/tollgate/console.yaml), --tls-*,
 --sasl-* and --format text|json|yaml, and exit 0 on success, 1 when the
