@@ -200,9 +200,13 @@ func (e *Engine) ruleName(i int32) string {
 // engine).
 //
 // Metadata (key 3) answers need body access whenever any topic rule or a
-// default deny could hide topics.
+// default deny could hide topics, and whenever the subject may be denied
+// CreateTopics (auto-creation is then withheld, partial.go).
 func (e *Engine) NeedsBody(s *Subject, key, version int16) bool {
 	bits := e.subjectBits(s)
+	if key == apis.Metadata && e.creationDeniable(bits) {
+		return true // auto-creation may have to be withheld (partial.go)
+	}
 	for _, i := range e.rulesFor(key) {
 		if !bitSet(bits, int(i)) {
 			continue
@@ -314,11 +318,16 @@ type Verdict struct {
 	// deny decided without a body. Close the connection.
 	Close bool
 	// Forward is, for Partial, the request with the denied parts removed
-	// (a Metadata request keeps a non-nil, possibly empty, topic list).
+	// (a Metadata request keeps a non-nil, possibly empty, topic list),
+	// or a Metadata request with auto-creation withheld. Its version may
+	// be above the request's (Metadata v0-3 raised to v4, partial.go):
+	// the backend then answers at Forward's version, which the caller
+	// decodes and re-encodes at the request's.
 	Forward kmsg.Request
 	// Merge is, for Partial, applied to the backend's response to Forward
-	// before it goes to the client: it adds the denied parts' error
-	// entries, and hides denied topics in all-topics Metadata answers.
+	// (decoded at Forward's version) before it goes to the client: it adds
+	// the denied parts' error entries, and hides denied topics in
+	// all-topics Metadata answers.
 	Merge func(resp kmsg.Response)
 	// Throttle is how long to stop reading the connection after the
 	// response (KIP-219), from rate rules; ThrottleRule names the rule

@@ -268,10 +268,20 @@ func (e *Engine) metadataNamed(r *Request, bits []uint64, m *kmsg.MetadataReques
 			denied++
 		}
 	}
-	if denied == 0 {
+	noCreate, createRule := e.withholdCreation(bits, m, ds)
+	if denied == 0 && !noCreate {
 		return Verdict{Action: Allow, Rule: e.ruleName(firstRule(ds))}
 	}
 	fwd := *m
+	if noCreate {
+		noAutoCreate(&fwd)
+	}
+	if denied == 0 {
+		// Only auto-creation is withheld: every topic goes ahead, and
+		// the answer has nothing to add (a raised version is decoded and
+		// re-encoded at the client's by the gateway).
+		return Verdict{Action: Partial, Rule: e.ruleName(createRule), Forward: &fwd, Merge: func(kmsg.Response) {}}
+	}
 	fwd.Topics = make([]kmsg.MetadataRequestTopic, 0, len(m.Topics)-denied) // never nil: nil asks for all topics
 	allowed := map[string]bool{}
 	allowedIDs := map[[16]byte]bool{}
@@ -303,6 +313,79 @@ func (e *Engine) metadataNamed(r *Request, bits []uint64, m *kmsg.MetadataReques
 		}
 		mr.Topics = append(kept, errs...)
 	}}
+}
+
+// Auto-creation. A broker creates a topic a Metadata request names only
+// when the caller may CREATE it, on the cluster or the topic
+// (KafkaApis.getTopicMetadata: without the ACL the topic is answered,
+// not created). The gateway decides that as the CreateTopics request
+// naming the topic that a current client would send: when the policy
+// denies it, the request goes to the backend with AllowAutoTopicCreation
+// false, so a topic that does not exist comes back
+// UNKNOWN_TOPIC_OR_PARTITION and is not created (what a broker with
+// auto-creation off answers). Before v4 a Metadata request has no such
+// field and always asks for auto-creation, so it is raised to v4 (the v4
+// answer is the v3 answer, and the gateway re-encodes it at the client's
+// version). One field covers the whole request: when any topic it names
+// may not be created, none is created by it.
+
+// createTopicsVersion is the CreateTopics version auto-creation is
+// decided at.
+var createTopicsVersion = kmsg.NewPtrCreateTopicsRequest().MaxVersion()
+
+// autoCreateVersion is the first Metadata version that carries
+// AllowAutoTopicCreation (KIP-204).
+const autoCreateVersion = 4
+
+// withholdCreation reports whether a named-topics Metadata request would
+// auto-create a topic (by name, allowed for Metadata by ds) the subject
+// may not create, and the rule that denies the first such topic.
+func (e *Engine) withholdCreation(bits []uint64, m *kmsg.MetadataRequest, ds []decision) (bool, int32) {
+	if m.Version >= autoCreateVersion && !m.AllowAutoTopicCreation {
+		return false, -1
+	}
+	for i, t := range m.Topics {
+		if ds[i].deny || t.Topic == nil || *t.Topic == "" {
+			continue // denied (never forwarded), or by id (never created)
+		}
+		u := unit{topic: *t.Topic, hasTopic: true}
+		if d := e.decide(bits, apis.CreateTopics, createTopicsVersion, &u, nil, nil); d.deny {
+			return true, d.rule
+		}
+	}
+	return false, -1
+}
+
+// noAutoCreate turns auto-creation off in a forwarded Metadata request,
+// raising a v0-3 request to v4 (the first with the field).
+func noAutoCreate(m *kmsg.MetadataRequest) {
+	m.AllowAutoTopicCreation = false
+	if m.Version < autoCreateVersion {
+		m.Version = autoCreateVersion
+	}
+}
+
+// creationDeniable reports whether the policy may deny this subject the
+// creation of some topic, so a named Metadata request must be decoded to
+// withhold auto-creation (NeedsBody).
+func (e *Engine) creationDeniable(bits []uint64) bool {
+	for _, i := range e.rulesFor(apis.CreateTopics) {
+		if !bitSet(bits, int(i)) {
+			continue
+		}
+		r := &e.rules[i]
+		if createTopicsVersion < r.vmin || createTopicsVersion > r.vmax || r.verb == verbRate {
+			continue
+		}
+		switch {
+		case r.hasTopicCond() && r.verb == verbDeny:
+			return true // denies some topics
+		case r.resourceCond():
+			continue // allows some topics, or names a group or transactional id
+		}
+		return r.verb == verbDeny
+	}
+	return e.defaultDeny
 }
 
 // topicRulesReachable reports whether a rule with a topic condition, or a

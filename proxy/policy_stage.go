@@ -86,12 +86,13 @@ func remoteAddr(remote string) netip.Addr {
 
 // judged is what the policy stage decided for one request.
 type judged struct {
-	req      kmsg.Request // the decoded request, when something needed it
-	whole    []byte       // the whole frame (size prefix included) when it was read for decoding
-	forward  []byte       // a rewritten frame to send instead (Partial)
-	merge    func(kmsg.Response)
-	throttle time.Duration // ours, for throttle_time_ms
-	rule     string
+	req        kmsg.Request // the decoded request, when something needed it
+	whole      []byte       // the whole frame (size prefix included) when it was read for decoding
+	forward    []byte       // a rewritten frame to send instead (Partial)
+	merge      func(kmsg.Response)
+	fwdVersion int16         // forward's version when policy raised it (pending.fwdVersion)
+	throttle   time.Duration // ours, for throttle_time_ms
+	rule       string
 }
 
 // judge applies the policy to one request. It returns done=true when the
@@ -151,6 +152,9 @@ func (s *session) judge(eng *policy.Engine, h wire.RequestHeader, size int, obs 
 		}
 		j.forward = f.AppendRequest(nil, v.Forward, h.Correlation)
 		j.merge = v.Merge
+		if fv := v.Forward.GetVersion(); fv != h.Version {
+			j.fwdVersion = fv // Metadata v0-3 raised to v4 (policy/partial.go)
+		}
 	}
 	return j, false, nil
 }
@@ -300,14 +304,19 @@ func adjust(p pending, body []byte) ([]byte, error) {
 	if resp == nil {
 		return nil, fmt.Errorf("no response type for key %d", p.key)
 	}
-	resp.SetVersion(p.version)
+	v := p.version
+	if p.fwdVersion != 0 {
+		v = p.fwdVersion // the backend answered the raised request
+	}
+	resp.SetVersion(v)
 	if err := resp.ReadFrom(body); err != nil {
-		return nil, fmt.Errorf("decode %s v%d response: %w", apiName(p.key), p.version, err)
+		return nil, fmt.Errorf("decode %s v%d response: %w", apiName(p.key), v, err)
 	}
 	if p.merge != nil {
 		p.merge(resp)
 	}
 	policy.SetThrottle(resp, p.throttle)
+	resp.SetVersion(p.version)
 	return resp.AppendTo(nil), nil
 }
 
