@@ -17,8 +17,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/tollgate-kafka/tollgate/audit"
 	"github.com/tollgate-kafka/tollgate/broker"
 	"github.com/tollgate-kafka/tollgate/broker/storage"
+	"github.com/tollgate-kafka/tollgate/configs"
 	"github.com/tollgate-kafka/tollgate/proxy"
 )
 
@@ -242,4 +244,38 @@ func kcatTry(t *testing.T, stdin string, args ...string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
 	return out.String(), err
+}
+
+// TestAutoCreationWithheldAudited: like other partial decisions, a
+// Metadata request whose auto-creation the policy withheld is forwarded,
+// and its audit record names the CreateTopics rule.
+func TestAutoCreationWithheldAudited(t *testing.T) {
+	c := startUpstream(t, 1, kfake.AllowAutoTopicCreation())
+	sink := &syncBuffer{}
+	trail, err := audit.New(configs.Audit{Level: "full", Mode: "best-effort", Queue: 10000}, nil, audit.WithSink(sink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startGateway(t, c, func(o *proxy.Options) { o.Audit = trail })
+	setPolicy(t, srv, "policy:\n  rules:\n    - name: no-create\n      match: { api: [CreateTopics] }\n      action: deny\n")
+	if err := produceAutoCreate(t, srv, "audited.new"); !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		t.Fatalf("produce to audited.new: %v, want UNKNOWN_TOPIC_OR_PARTITION", err)
+	}
+	trail.Close() // flush the queue
+	n := 0
+	for _, r := range sink.records(t) {
+		if r.Event != audit.EventRequest || r.API != "Metadata" || len(r.Topics) == 0 {
+			continue
+		}
+		n++
+		if r.Rule != "no-create" || r.Decision != audit.Forwarded {
+			t.Errorf("Metadata record for %v: rule %q decision %q, want no-create, forwarded", r.Topics, r.Rule, r.Decision)
+		}
+	}
+	if n == 0 {
+		t.Error("no audit record of a Metadata request naming the topic")
+	}
+	if kfakeHas(t, c)("audited.new") {
+		t.Error("audited.new was auto-created")
+	}
 }
