@@ -294,6 +294,18 @@ type TopicNames interface {
 	TopicName(id [16]byte) (string, bool)
 }
 
+// Creations remembers, across connections, the topic names a Metadata
+// request was forwarded to auto-create (splitCreation). It must be safe
+// for concurrent use.
+type Creations interface {
+	// CreationAttempted reports whether name was forwarded for
+	// auto-creation recently.
+	CreationAttempted(name string) bool
+	// AttemptCreation records that name is being forwarded for
+	// auto-creation.
+	AttemptCreation(name string)
+}
+
 // Request is one request to decide.
 type Request struct {
 	Subject      *Subject
@@ -301,7 +313,11 @@ type Request struct {
 	Size         int          // request frame bytes (what a produce byte rate counts)
 	Body         kmsg.Request // decoded body when NeedsBody was true, else nil
 	Names        TopicNames   // may be nil: every id is then unknown
-	Now          time.Time
+	// Creations remembers the topics asked for auto-creation; nil: a
+	// Metadata request naming topics the client may create and topics it
+	// may not creates none of them (partial.go, splitCreation).
+	Creations Creations
+	Now       time.Time
 }
 
 // Verdict is the outcome of Check.

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate-kafka/tollgate/apis"
@@ -268,7 +269,12 @@ func (e *Engine) metadataNamed(r *Request, bits []uint64, m *kmsg.MetadataReques
 			denied++
 		}
 	}
-	noCreate, createRule := e.withholdCreation(bits, m, ds)
+	noCreate, createRule := e.withholdCreation(r, bits, m, ds)
+	if n := e.splitCreation(r, bits, m, ds); n > 0 {
+		// Topics the client may create are asked for alone, with
+		// auto-creation as the client asked; the others wait a round.
+		noCreate, denied = false, denied+n
+	}
 	if denied == 0 && !noCreate {
 		return Verdict{Action: Allow, Rule: e.ruleName(firstRule(ds))}
 	}
@@ -326,8 +332,9 @@ func (e *Engine) metadataNamed(r *Request, bits []uint64, m *kmsg.MetadataReques
 // auto-creation off answers). Before v4 a Metadata request has no such
 // field and always asks for auto-creation, so it is raised to v4 (the v4
 // answer is the v3 answer, and the gateway re-encodes it at the client's
-// version). One field covers the whole request: when any topic it names
-// may not be created, none is created by it.
+// version). One field covers the whole request: a request that names
+// both topics the client may create and topics it may not is split over
+// two rounds (splitCreation).
 
 // createTopicsVersion is the CreateTopics version auto-creation is
 // decided at.
@@ -340,20 +347,73 @@ const autoCreateVersion = 4
 // withholdCreation reports whether a named-topics Metadata request would
 // auto-create a topic (by name, allowed for Metadata by ds) the subject
 // may not create, and the rule that denies the first such topic.
-func (e *Engine) withholdCreation(bits []uint64, m *kmsg.MetadataRequest, ds []decision) (bool, int32) {
-	if m.Version >= autoCreateVersion && !m.AllowAutoTopicCreation {
+func (e *Engine) withholdCreation(r *Request, bits []uint64, m *kmsg.MetadataRequest, ds []decision) (bool, int32) {
+	if !asksCreation(m) {
 		return false, -1
 	}
-	for i, t := range m.Topics {
-		if ds[i].deny || t.Topic == nil || *t.Topic == "" {
-			continue // denied (never forwarded), or by id (never created)
-		}
-		u := unit{topic: *t.Topic, hasTopic: true}
-		if d := e.decide(bits, apis.CreateTopics, createTopicsVersion, &u, nil, nil); d.deny {
+	for i := range m.Topics {
+		if d, ok := e.createDecision(bits, m, ds, i); ok && d.deny {
 			return true, d.rule
 		}
 	}
 	return false, -1
+}
+
+// asksCreation reports whether the backend would auto-create the missing
+// topics m names (always before v4).
+func asksCreation(m *kmsg.MetadataRequest) bool {
+	return m.Version < autoCreateVersion || m.AllowAutoTopicCreation
+}
+
+// createDecision is the CreateTopics decision for topic i of m; ok is
+// false for a topic that cannot be created by this request (denied for
+// Metadata, so never forwarded, or named by id).
+func (e *Engine) createDecision(bits []uint64, m *kmsg.MetadataRequest, ds []decision, i int) (decision, bool) {
+	t := m.Topics[i]
+	if ds[i].deny || t.Topic == nil || *t.Topic == "" {
+		return decision{}, false
+	}
+	u := unit{topic: *t.Topic, hasTopic: true}
+	return e.decide(bits, apis.CreateTopics, createTopicsVersion, &u, nil, nil), true
+}
+
+// splitCreation handles a request that names both topics the subject may
+// create and topics it may not: the one AllowAutoTopicCreation flag
+// cannot serve both. When a creatable topic has not been asked for
+// creation recently (r.Creations), the topics that may not be created are
+// marked denied in ds with LEADER_NOT_AVAILABLE (retriable: the client
+// asks again, as it does while a topic is being created), so the rest is
+// forwarded with auto-creation as the client asked; the creatable names
+// are recorded. The client's next request, its creatable topics now
+// tried, goes whole with auto-creation withheld. It returns how many
+// topics it marked.
+func (e *Engine) splitCreation(r *Request, bits []uint64, m *kmsg.MetadataRequest, ds []decision) int {
+	if r.Creations == nil || !asksCreation(m) {
+		return 0
+	}
+	var fresh []string
+	var held []int
+	for i := range m.Topics {
+		d, ok := e.createDecision(bits, m, ds, i)
+		switch {
+		case !ok:
+		case d.deny:
+			held = append(held, i)
+		case !r.Creations.CreationAttempted(*m.Topics[i].Topic):
+			fresh = append(fresh, *m.Topics[i].Topic)
+		}
+	}
+	if len(fresh) == 0 || len(held) == 0 {
+		return 0
+	}
+	for _, name := range fresh {
+		r.Creations.AttemptCreation(name)
+	}
+	for _, i := range held {
+		d, _ := e.createDecision(bits, m, ds, i)
+		ds[i] = decision{deny: true, rule: d.rule, code: kerr.LeaderNotAvailable.Code}
+	}
+	return len(held)
 }
 
 // noAutoCreate turns auto-creation off in a forwarded Metadata request,

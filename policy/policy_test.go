@@ -417,6 +417,26 @@ func TestMetadataAutoCreate(t *testing.T) {
 			t.Errorf("the client's request was changed in place")
 		}
 	}
+	// A request naming both kinds, with the creatable name not tried yet:
+	// the creatable one is forwarded alone (auto-creation as asked), the
+	// other answered LEADER_NOT_AVAILABLE; the next such request goes
+	// whole with auto-creation withheld.
+	tried := triedSet{}
+	mixed := named(12, true, "open.a", "locked.a")
+	v := e.Check(&Request{Subject: s, Key: 3, Version: 12, Body: mixed, Creations: tried})
+	fwd, _ := v.Forward.(*kmsg.MetadataRequest)
+	if v.Action != Partial || fwd == nil || len(fwd.Topics) != 1 || *fwd.Topics[0].Topic != "open.a" || !fwd.AllowAutoTopicCreation || !tried["open.a"] {
+		t.Fatalf("mixed, first: %v %+v tried %v", v.Action, fwd, tried)
+	}
+	resp := &kmsg.MetadataResponse{Version: 12, Topics: []kmsg.MetadataResponseTopic{{Topic: kmsg.StringPtr("open.a")}}}
+	v.Merge(resp)
+	if len(resp.Topics) != 2 || *resp.Topics[1].Topic != "locked.a" || resp.Topics[1].ErrorCode != kerr.LeaderNotAvailable.Code {
+		t.Fatalf("mixed, first merge: %+v", resp.Topics)
+	}
+	v = e.Check(&Request{Subject: s, Key: 3, Version: 12, Body: mixed, Creations: tried})
+	if fwd := v.Forward.(*kmsg.MetadataRequest); len(fwd.Topics) != 2 || fwd.AllowAutoTopicCreation {
+		t.Fatalf("mixed, second: %+v", fwd)
+	}
 	// All topics never auto-create.
 	if v := e.Check(&Request{Subject: s, Key: 3, Version: 12, Body: &kmsg.MetadataRequest{Version: 12, AllowAutoTopicCreation: true}}); v.Forward != nil && !v.Forward.(*kmsg.MetadataRequest).AllowAutoTopicCreation {
 		t.Error("all-topics request: auto-creation withheld")
@@ -431,3 +451,9 @@ func TestMetadataAutoCreate(t *testing.T) {
 		t.Error("NeedsBody(Metadata) with CreateTopics allowed")
 	}
 }
+
+// triedSet is a policy.Creations for tests.
+type triedSet map[string]bool
+
+func (s triedSet) CreationAttempted(name string) bool { return s[name] }
+func (s triedSet) AttemptCreation(name string)        { s[name] = true }

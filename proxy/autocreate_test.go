@@ -100,8 +100,8 @@ func kfakeHas(t *testing.T, c *kfake.Cluster) func(string) bool {
 // UNKNOWN_TOPIC_OR_PARTITION and the topic does not exist on the backend
 // afterwards; Metadata v0-3 (which always auto-create) are answered
 // at their own version without creating; a deny that matches some names
-// withholds creation of those only; and without a deny, auto-creation
-// still works.
+// withholds creation of those only, also when one request names both
+// kinds; and without a deny, auto-creation still works.
 func TestPolicyWithholdsAutoCreation(t *testing.T) {
 	for _, b := range autoCreateBackends {
 		t.Run(b.name, func(t *testing.T) { testWithholdsAutoCreation(t, b) })
@@ -138,6 +138,13 @@ policy:
 		}
 	})
 	t.Run("metadata-v0-v3", func(t *testing.T) {
+		// The requests below name orders, which the client may create,
+		// with a topic it may not: once the gateway has seen orders
+		// exist (here in an all-topics answer) they go whole, creation
+		// withheld (see "mixed" for a new one).
+		if _, err := kadm.NewClient(newClient(t, srv, nil)).ListTopics(ctxT(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
 		for mv := int16(0); mv <= 3; mv++ {
 			v := kversion.V1_0_0()
 			v.SetMaxKeyVersion(int16(kmsg.Metadata), mv)
@@ -177,6 +184,31 @@ policy:
 		}
 		if !exists("open.kgo") {
 			t.Error("open.kgo was not auto-created: the deny on locked.* withheld it")
+		}
+	})
+	t.Run("mixed", func(t *testing.T) {
+		// One producer, one request naming a topic it may create and one
+		// it may not: the first is created, the second is not.
+		cl := newClient(t, srv, nil, kgo.AllowAutoTopicCreation(), kgo.UnknownTopicRetries(1), kgo.DisableIdempotentWrite())
+		res := cl.ProduceSync(ctxT(t, 30*time.Second),
+			&kgo.Record{Topic: "open.mixed", Value: []byte("v")}, &kgo.Record{Topic: "locked.mixed", Value: []byte("v")})
+		for _, r := range res {
+			switch r.Record.Topic {
+			case "open.mixed":
+				if r.Err != nil {
+					t.Errorf("produce to open.mixed (creation allowed): %v", r.Err)
+				}
+			case "locked.mixed":
+				if !errors.Is(r.Err, kerr.UnknownTopicOrPartition) {
+					t.Errorf("produce to locked.mixed: %v, want UNKNOWN_TOPIC_OR_PARTITION", r.Err)
+				}
+			}
+		}
+		if !exists("open.mixed") {
+			t.Error("open.mixed was not auto-created: a request also naming locked.mixed withheld it")
+		}
+		if exists("locked.mixed") {
+			t.Error("locked.mixed was auto-created despite the CreateTopics deny")
 		}
 	})
 	t.Run("no-deny", func(t *testing.T) {

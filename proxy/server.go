@@ -65,6 +65,7 @@ type Server struct {
 	view         *clusterView          // single-port routing's cluster view (route_view.go)
 	discoveryErr atomic.Pointer[error] // outcome of the last broker discovery (upstream mode)
 	names        topicNames            // topic id -> name, from Metadata responses
+	creations    creations             // topics split Metadata requests forwarded for auto-creation (policy_stage.go)
 
 	budget *byteBudget // request bytes in flight across every session (body.go)
 }

@@ -1018,7 +1018,7 @@ func (s *session) rewrite(p pending, body []byte) (out []byte, changed bool, err
 	// Topic ids (KIP-516) are resolved for policy rules and for full
 	// audit records, which name the topics of Produce and Fetch v13+.
 	if p.key == apis.Metadata && (eng != nil || s.srv.opts.Audit.Level() == audit.Full) {
-		s.srv.names.learn(p.version, out)
+		s.srv.learnMetadata(p.version, out)
 	}
 	return out, changed, nil
 }
