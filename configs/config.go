@@ -63,7 +63,9 @@ type Listener struct {
 	// 0.0.0.0 / :: binds every interface; port 0 asks the kernel for one.
 	Listen string `yaml:"listen"`
 	// Advertise is the host (or host:port) clients are told to connect to.
-	// Empty means AdvertisedHost's default. See AdvertisedHost/AdvertisedPort.
+	// Empty means AdvertisedHost's default. A port is the advertised
+	// bootstrap port, and shifts every port of the listener by the same
+	// amount (NAT, port forwarding). See AdvertisedHost/AdvertisedPort.
 	Advertise string `yaml:"advertise,omitempty"`
 	// Brokers selects how clients reach individual brokers:
 	// "port-per-broker" (a port per node) or "sni" (one TLS port, the
@@ -376,13 +378,32 @@ func (l *Listener) AdvertisedHost() string {
 
 // AdvertisedPort is the bootstrap port clients are told: the port of
 // Advertise when it has one, else bound (the port the listener actually
-// bound, which differs from the configured one when that is 0). Broker
-// ports are always advertised as bound (see BrokerPort).
+// bound, which differs from the configured one when that is 0).
+//
+// A port in Advertise means the listener is reached through a port
+// mapping that moves every port by one offset, advertise port − listen
+// port: the bootstrap port is advertised at the advertise port, and on a
+// port-per-broker listener in front of an upstream, node N (bound at
+// BrokerPort(N), base + N) at advertise port + (base − listen port) + N;
+// with the default base (listen port + 1) that is advertise port + 1 + N.
+// The built-in broker and sni and single-port listeners serve every node
+// at the one port, so they advertise only the advertise port. Validate
+// refuses what this cannot honour (kernel-chosen ports on such a
+// port-per-broker listener, a shifted range out of 1-65535, a collision
+// with another listener's advertised ports).
 func (l *Listener) AdvertisedPort(bound int) int {
-	if _, p, err := splitAdvertise(l.Advertise); err == nil && p != 0 {
+	if p := l.advertisePort(); p != 0 {
 		return p
 	}
 	return bound
+}
+
+// advertisePort is the port of Advertise, 0 when it has none.
+func (l *Listener) advertisePort() int {
+	if _, p, err := splitAdvertise(l.Advertise); err == nil {
+		return p
+	}
+	return 0
 }
 
 // BrokerPortBaseOrDefault returns the effective broker port base: the

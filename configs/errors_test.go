@@ -30,6 +30,12 @@ func TestParseErrors(t *testing.T) {
 		{"advertise wildcard", "listeners:\n  - advertise: 0.0.0.0\n", "2:16", "listeners[0].advertise", "clients cannot connect to a wildcard"},
 		{"advertise port 0", "listeners:\n  - advertise: gw:0\n", "2:16", "listeners[0].advertise", "port 0 is out of range 1-65535"},
 		{"advertise no host", "listeners:\n  - advertise: \":9092\"\n", "2:16", "listeners[0].advertise", "has no host"},
+		// a port in advertise (issue 19): what port-per-broker over an upstream cannot honour
+		{"advertise port, kernel-chosen listen port", "listeners:\n  - listen: 127.0.0.1:0\n    advertise: gw:31000\n" + up, "3:16", "listeners[0].advertise", "the listen port is 0 (kernel-chosen)"},
+		{"advertise port, kernel-chosen broker ports", "listeners:\n  - advertise: gw:31000\n    broker_port_base: 0\n" + up, "2:16", "listeners[0].advertise", "broker_port_base is 0"},
+		{"advertise port, brokers shifted out of range", "listeners:\n  - advertise: gw:65535\n" + up, "2:16", "listeners[0].advertise", "advertises node 0 at port 65536 (broker_port_base 9093 shifted by 56443), out of range 1-65535"},
+		{"advertised ports collide", "listeners:\n  - name: a\n    advertise: gw:31000\n  - name: b\n    listen: 127.0.0.1:9500\n    advertise: GW:31100\n" + up, "6:16", "listeners[1].advertise",
+			"listeners[1] advertised bootstrap GW:31100 collides with listeners[0] advertised broker ports 31001-31100 (node ids 0-99) on gw (line 3)"},
 		{"brokers sni without section", "listeners:\n  - brokers: sni\n", "2:5", "listeners[0].sni", `needs an sni section`},
 		{"brokers single-port built-in", "listeners:\n  - brokers: single-port\n", "2:14", "listeners[0].brokers", `routes requests over an upstream cluster`},
 		{"brokers single-port passthrough", "listeners:\n  - brokers: single-port\nupstream:\n  bootstrap: k:9092\n  sasl: passthrough\n", "2:14", "listeners[0].brokers", `cannot relay the client's SASL exchange`},

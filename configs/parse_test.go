@@ -561,3 +561,23 @@ func writeTLSFiles(t *testing.T, dir string) (ca, cert, key string) {
 	write(key, "EC PRIVATE KEY", keyDER)
 	return cert, cert, key
 }
+
+// TestAdvertisePortHonoured: a port in advertise needs no fixed ports
+// where one port serves every node (built-in broker, sni, single-port),
+// and shifts the whole layout of a port-per-broker listener (issue 19).
+func TestAdvertisePortHonoured(t *testing.T) {
+	for name, src := range map[string]string{
+		"builtin":         "listeners:\n  - listen: 127.0.0.1:0\n    advertise: gw:31000\n",
+		"single-port":     "listeners:\n  - listen: 127.0.0.1:0\n    advertise: gw:31000\n    brokers: single-port\nupstream: {bootstrap: [k:9092]}\n",
+		"port-per-broker": "listeners:\n  - listen: 127.0.0.1:9092\n    advertise: gw:31000\n    broker_port_base: 9200\nupstream: {bootstrap: [k:9092]}\n",
+	} {
+		c, err := Parse([]byte(src), name+".yaml")
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if l := c.Listeners[0]; l.AdvertisedHost() != "gw" || l.AdvertisedPort(0) != 31000 {
+			t.Errorf("%s: advertised %s:%d", name, l.AdvertisedHost(), l.AdvertisedPort(0))
+		}
+	}
+}

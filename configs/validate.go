@@ -65,6 +65,7 @@ func (v *validator) check() []error {
 	v.audit()
 	v.policy()
 	v.ports()
+	v.advertisedPorts()
 	return v.errs.list(v.source)
 }
 
@@ -463,6 +464,84 @@ func (v *validator) ports() {
 					hint = "; a bind on all interfaces takes the port on every address"
 				}
 				v.errf(b.path, nil, "%s collides with %s%s%s", b.desc, a.desc, v.where(a.path), hint)
+			}
+		}
+	}
+}
+
+// advertisedPorts refuses what a port in advertise cannot honour (see
+// Listener.AdvertisedPort): on a port-per-broker listener in front of an
+// upstream, a kernel-chosen listen or broker port (the offset would change
+// at every start) and a shifted broker range outside 1-65535; and, on any
+// listener, advertised ports that collide with another listener's on the
+// same advertised host (clients of one would reach the other). Only pairs
+// in which a listener advertises a port are compared: without one the
+// advertised ports are the bound ones, which ports checks.
+func (v *validator) advertisedPorts() {
+	type advUse struct {
+		listener int
+		path     string
+		host     string
+		lo, hi   int
+		explicit bool
+		desc     string
+	}
+	var uses []advUse
+	for i := range v.c.Listeners {
+		l := &v.c.Listeners[i]
+		p := fmt.Sprintf("listeners[%d]", i)
+		if l.Advertise != "" {
+			if _, _, err := splitAdvertise(l.Advertise); err != nil {
+				continue // advertise reports it
+			}
+		}
+		lp, err := l.ListenPort()
+		if err != nil {
+			continue
+		}
+		ap := l.advertisePort()
+		host := normHost(l.AdvertisedHost())
+		if boot := l.AdvertisedPort(lp); boot != 0 {
+			uses = append(uses, advUse{listener: i, path: p + ".advertise", host: host, lo: boot, hi: boot, explicit: ap != 0,
+				desc: fmt.Sprintf("%s advertised bootstrap %s", p, net.JoinHostPort(l.AdvertisedHost(), fmt.Sprint(boot)))})
+		}
+		if !v.c.UpstreamMode() || l.Brokers != BrokersPortPerBroker {
+			continue // one port serves every node
+		}
+		base := l.BrokerPortBaseOrDefault()
+		switch {
+		case base < 0 || base > 65535:
+			continue // broker_port_base reports it
+		case ap != 0 && lp == 0:
+			v.errf(p+".advertise", l.Advertise, "%q has a port, but the listen port is 0 (kernel-chosen): broker ports are advertised shifted by advertise port - listen port, which needs a fixed listen port (and broker_port_base)", l.Advertise)
+			continue
+		case ap != 0 && base == 0:
+			v.errf(p+".advertise", l.Advertise, "%q has a port, but broker_port_base is 0 (kernel-chosen broker ports): broker ports are advertised shifted by advertise port - listen port, which needs fixed broker ports", l.Advertise)
+			continue
+		case base == 0:
+			continue
+		}
+		lo := base
+		if ap != 0 {
+			lo = base + ap - lp
+		}
+		hi := lo + AssumedNodeSpan - 1
+		if ap != 0 && (lo < 1 || lo > 65535) {
+			v.errf(p+".advertise", l.Advertise, "%q advertises node 0 at port %d (broker_port_base %d shifted by %d), out of range 1-65535", l.Advertise, lo, base, ap-lp)
+			continue
+		}
+		hi = min(hi, 65535)
+		uses = append(uses, advUse{listener: i, path: p + ".advertise", host: host, lo: lo, hi: hi, explicit: ap != 0,
+			desc: fmt.Sprintf("%s advertised broker ports %d-%d (node ids 0-%d) on %s", p, lo, hi, hi-lo, l.AdvertisedHost())})
+	}
+	for j := range uses {
+		for i := range j {
+			a, b := uses[i], uses[j]
+			if !a.explicit && !b.explicit || a.host != b.host || a.listener == b.listener {
+				continue
+			}
+			if a.lo <= b.hi && b.lo <= a.hi {
+				v.errf(b.path, nil, "%s collides with %s%s: clients of one listener would be sent to the other", b.desc, a.desc, v.where(a.path))
 			}
 		}
 	}

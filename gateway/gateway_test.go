@@ -51,7 +51,7 @@ broker: { data_dir: `+t.TempDir()+` }
 admin: { listen: "127.0.0.1:0" }
 policy:
   rules:
-    - { name: no-create, match: { api: [CreateTopics] }, action: deny }
+    - { name: no-delete, match: { api: [DeleteTopics] }, action: deny }
 `)
 	if g.Broker == nil {
 		t.Fatal("no built-in broker assembled")

@@ -85,40 +85,6 @@ func (e *Engine) decide(s *Subject, bits []uint64, key, version int16, u *unit, 
 	return d
 }
 
-// aclAutoCreate keeps a Metadata request from creating topics the
-// principal may not create. Kafka auto-creates a topic a Metadata
-// request names only for a principal with CREATE on the cluster or on
-// the topic (KafkaApis handleTopicMetadataRequest); the gateway cannot
-// tell which named topics exist, so when the principal lacks CREATE on
-// one of them it forwards the request with allow_auto_topic_creation
-// false: an existing topic is answered as ever, a missing one with
-// UNKNOWN_TOPIC_OR_PARTITION (Kafka: TOPIC_AUTHORIZATION_FAILED). Before
-// v4 the request has no such flag and brokers create as configured.
-func (e *Engine) aclAutoCreate(r *Request, m *kmsg.MetadataRequest, v Verdict) Verdict {
-	if v.Action == Deny || m.Version < 4 || !m.AllowAutoTopicCreation || len(m.Topics) == 0 || !e.governs(r.Subject, apis.CreateTopics) {
-		return v
-	}
-	fwd, _ := v.Forward.(*kmsg.MetadataRequest)
-	if fwd == nil {
-		fwd = m
-	}
-	for _, t := range fwd.Topics {
-		if t.Topic == nil {
-			continue
-		}
-		if e.authz.Authorize(r.Subject, apis.CreateTopics, 0, Resource{Topic: *t.Topic, HasTopic: true}, nil) != 0 {
-			c := *fwd
-			c.AllowAutoTopicCreation = false
-			v.Forward = &c
-			if v.Action == Allow {
-				v.Action = Partial
-			}
-			return v
-		}
-	}
-	return v
-}
-
 // aclFilterList hides, in a ListGroups, ListTransactions or all-topics
 // OffsetFetch answer, what the principal may not describe, as Kafka does
 // (KafkaApis handleListGroupsRequest: every group with DESCRIBE on the

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // keyOnlyPolicy builds n rules on listener, address and API only, none of
@@ -70,5 +72,27 @@ func BenchmarkCheckRate(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		e.Check(&Request{Subject: s, Key: 0, Version: 9, Size: 1000, Now: now})
+	}
+}
+
+// BenchmarkCheckMetadataAutoCreate: a named Metadata request (a producer's
+// three topics, one it may not create) under a CreateTopics deny: the
+// per-topic CreateTopics decisions and the forwarded copy with
+// auto-creation withheld.
+func BenchmarkCheckMetadataAutoCreate(b *testing.B) {
+	e := mustParse(b, "policy:\n  rules:\n    - {match: {api: [CreateTopics], topic: {prefix: locked.}}, action: deny}\n")
+	s := subj("default", "192.168.1.1", "producer-1", "")
+	m := kmsg.NewPtrMetadataRequest()
+	m.Version, m.AllowAutoTopicCreation = 12, true
+	for _, name := range []string{"orders", "payments", "locked.audit"} {
+		m.Topics = append(m.Topics, kmsg.MetadataRequestTopic{Topic: kmsg.StringPtr(name)})
+	}
+	tried := triedSet{"orders": true, "payments": true}
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		if v := e.Check(&Request{Subject: s, Key: 3, Version: 12, Body: m, Creations: tried, Now: now}); v.Action != Partial {
+			b.Fatal(v.Action)
+		}
 	}
 }

@@ -46,6 +46,12 @@
 // A topic id the gateway has no name for gets UNKNOWN_TOPIC_ID when a
 // topic rule could have matched it.
 //
+// Auto-creation: a named-topics Metadata request that would auto-create
+// a topic the subject may not create (the CreateTopics decision for that
+// topic) is forwarded with AllowAutoTopicCreation false, raised to v4 when
+// older; one that also names a topic the subject may create, not yet
+// tried (Request.Creations), is split over two rounds (partial.go).
+//
 // Fetch sessions: a Fetch that is allowed in part is forwarded as a
 // sessionless full fetch (KIP-227 session ids cannot survive partitions
 // disappearing from the request); the client then drops its session and

@@ -204,12 +204,16 @@ func (e *Engine) ruleName(i int32) string {
 // engine).
 //
 // Metadata (key 3) answers need body access whenever any topic rule or a
-// default deny could hide topics.
+// default deny could hide topics, and whenever the subject may be denied
+// CreateTopics (auto-creation is then withheld, partial.go).
 func (e *Engine) NeedsBody(s *Subject, key, version int16) bool {
 	if e.governs(s, key) {
 		return true // ACLs decide resource by resource (authz.go)
 	}
 	bits := e.subjectBits(s)
+	if key == apis.Metadata && e.creationDeniable(bits) {
+		return true // auto-creation may have to be withheld (partial.go)
+	}
 	for _, i := range e.rulesFor(key) {
 		if !bitSet(bits, int(i)) {
 			continue
@@ -297,6 +301,18 @@ type TopicNames interface {
 	TopicName(id [16]byte) (string, bool)
 }
 
+// Creations remembers, across connections, the topic names a Metadata
+// request was forwarded to auto-create (splitCreation). It must be safe
+// for concurrent use.
+type Creations interface {
+	// CreationAttempted reports whether name was forwarded for
+	// auto-creation recently.
+	CreationAttempted(name string) bool
+	// AttemptCreation records that name is being forwarded for
+	// auto-creation.
+	AttemptCreation(name string)
+}
+
 // Request is one request to decide.
 type Request struct {
 	Subject      *Subject
@@ -304,7 +320,11 @@ type Request struct {
 	Size         int          // request frame bytes (what a produce byte rate counts)
 	Body         kmsg.Request // decoded body when NeedsBody was true, else nil
 	Names        TopicNames   // may be nil: every id is then unknown
-	Now          time.Time
+	// Creations remembers the topics asked for auto-creation; nil: a
+	// Metadata request naming topics the client may create and topics it
+	// may not creates none of them (partial.go, splitCreation).
+	Creations Creations
+	Now       time.Time
 }
 
 // Verdict is the outcome of Check.
@@ -321,11 +341,16 @@ type Verdict struct {
 	// deny decided without a body. Close the connection.
 	Close bool
 	// Forward is, for Partial, the request with the denied parts removed
-	// (a Metadata request keeps a non-nil, possibly empty, topic list).
+	// (a Metadata request keeps a non-nil, possibly empty, topic list),
+	// or a Metadata request with auto-creation withheld. Its version may
+	// be above the request's (Metadata v0-3 raised to v4, partial.go):
+	// the backend then answers at Forward's version, which the caller
+	// decodes and re-encodes at the request's.
 	Forward kmsg.Request
 	// Merge is, for Partial, applied to the backend's response to Forward
-	// before it goes to the client: it adds the denied parts' error
-	// entries, and hides denied topics in all-topics Metadata answers.
+	// (decoded at Forward's version) before it goes to the client: it adds
+	// the denied parts' error entries, and hides denied topics in
+	// all-topics Metadata answers.
 	Merge func(resp kmsg.Response)
 	// Throttle is how long to stop reading the connection after the
 	// response (KIP-219), from rate rules; ThrottleRule names the rule
@@ -359,8 +384,7 @@ func (e *Engine) Check(r *Request) Verdict {
 	case *kmsg.FetchRequest:
 		v = e.checkFetch(r, bits, body, &rates)
 	case *kmsg.MetadataRequest:
-		v = e.checkMetadata(r, bits, body, &rates)
-		v = e.aclAutoCreate(r, body, v) // authz.go
+		v = e.checkMetadata(r, bits, body, &rates) // auto-creation withheld by the rules and the ACLs alike (partial.go)
 	default:
 		v = e.checkGeneric(r, bits, &rates)
 		v = e.aclFilterList(r, v) // authz.go

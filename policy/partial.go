@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate-kafka/tollgate/apis"
@@ -269,10 +270,25 @@ func (e *Engine) metadataNamed(r *Request, bits []uint64, m *kmsg.MetadataReques
 			denied++
 		}
 	}
-	if denied == 0 {
+	noCreate, createRule := e.withholdCreation(r, bits, m, ds)
+	if n := e.splitCreation(r, bits, m, ds); n > 0 {
+		// Topics the client may create are asked for alone, with
+		// auto-creation as the client asked; the others wait a round.
+		noCreate, denied = false, denied+n
+	}
+	if denied == 0 && !noCreate {
 		return Verdict{Action: Allow, Rule: e.ruleName(firstRule(ds))}
 	}
 	fwd := *m
+	if noCreate {
+		noAutoCreate(&fwd)
+	}
+	if denied == 0 {
+		// Only auto-creation is withheld: every topic goes ahead, and
+		// the answer has nothing to add (a raised version is decoded and
+		// re-encoded at the client's by the gateway).
+		return Verdict{Action: Partial, Rule: e.ruleName(createRule), Forward: &fwd, Merge: func(kmsg.Response) {}}
+	}
 	fwd.Topics = make([]kmsg.MetadataRequestTopic, 0, len(m.Topics)-denied) // never nil: nil asks for all topics
 	allowed := map[string]bool{}
 	allowedIDs := map[[16]byte]bool{}
@@ -304,6 +320,136 @@ func (e *Engine) metadataNamed(r *Request, bits []uint64, m *kmsg.MetadataReques
 		}
 		mr.Topics = append(kept, errs...)
 	}}
+}
+
+// Auto-creation. A broker creates a topic a Metadata request names only
+// when the caller may CREATE it, on the cluster or the topic
+// (KafkaApis.getTopicMetadata: without the ACL the topic is answered,
+// not created). The gateway decides that as the CreateTopics request
+// naming the topic that a current client would send: when the policy
+// denies it, the request goes to the backend with AllowAutoTopicCreation
+// false, so a topic that does not exist comes back
+// UNKNOWN_TOPIC_OR_PARTITION and is not created (what a broker with
+// auto-creation off answers). Before v4 a Metadata request has no such
+// field and always asks for auto-creation, so it is raised to v4 (the v4
+// answer is the v3 answer, and the gateway re-encodes it at the client's
+// version). One field covers the whole request: a request that names
+// both topics the client may create and topics it may not is split over
+// two rounds (splitCreation).
+
+// createTopicsVersion is the CreateTopics version auto-creation is
+// decided at.
+var createTopicsVersion = kmsg.NewPtrCreateTopicsRequest().MaxVersion()
+
+// autoCreateVersion is the first Metadata version that carries
+// AllowAutoTopicCreation (KIP-204).
+const autoCreateVersion = 4
+
+// withholdCreation reports whether a named-topics Metadata request would
+// auto-create a topic (by name, allowed for Metadata by ds) the subject
+// may not create, and the rule that denies the first such topic.
+func (e *Engine) withholdCreation(r *Request, bits []uint64, m *kmsg.MetadataRequest, ds []decision) (bool, int32) {
+	if !asksCreation(m) {
+		return false, -1
+	}
+	for i := range m.Topics {
+		if d, ok := e.createDecision(r, bits, m, ds, i); ok && d.deny {
+			return true, d.rule
+		}
+	}
+	return false, -1
+}
+
+// asksCreation reports whether the backend would auto-create the missing
+// topics m names (always before v4).
+func asksCreation(m *kmsg.MetadataRequest) bool {
+	return m.Version < autoCreateVersion || m.AllowAutoTopicCreation
+}
+
+// createDecision is the CreateTopics decision for topic i of m; ok is
+// false for a topic that cannot be created by this request (denied for
+// Metadata, so never forwarded, or named by id).
+func (e *Engine) createDecision(r *Request, bits []uint64, m *kmsg.MetadataRequest, ds []decision, i int) (decision, bool) {
+	t := m.Topics[i]
+	if ds[i].deny || t.Topic == nil || *t.Topic == "" {
+		return decision{}, false
+	}
+	u := unit{topic: *t.Topic, hasTopic: true}
+	// The rules, then the ACLs: Kafka auto-creates a topic a Metadata
+	// request names only for a principal with CREATE on the cluster or
+	// the topic (KafkaApis handleTopicMetadataRequest).
+	return e.decide(r.Subject, bits, apis.CreateTopics, createTopicsVersion, &u, nil, nil), true
+}
+
+// splitCreation handles a request that names both topics the subject may
+// create and topics it may not: the one AllowAutoTopicCreation flag
+// cannot serve both. When a creatable topic has not been asked for
+// creation recently (r.Creations), the topics that may not be created are
+// marked denied in ds with LEADER_NOT_AVAILABLE (retriable: the client
+// asks again, as it does while a topic is being created), so the rest is
+// forwarded with auto-creation as the client asked; the creatable names
+// are recorded. The client's next request, its creatable topics now
+// tried, goes whole with auto-creation withheld. It returns how many
+// topics it marked.
+func (e *Engine) splitCreation(r *Request, bits []uint64, m *kmsg.MetadataRequest, ds []decision) int {
+	if r.Creations == nil || !asksCreation(m) {
+		return 0
+	}
+	var fresh []string
+	var held []int
+	for i := range m.Topics {
+		d, ok := e.createDecision(r, bits, m, ds, i)
+		switch {
+		case !ok:
+		case d.deny:
+			held = append(held, i)
+		case !r.Creations.CreationAttempted(*m.Topics[i].Topic):
+			fresh = append(fresh, *m.Topics[i].Topic)
+		}
+	}
+	if len(fresh) == 0 || len(held) == 0 {
+		return 0
+	}
+	for _, name := range fresh {
+		r.Creations.AttemptCreation(name)
+	}
+	for _, i := range held {
+		d, _ := e.createDecision(r, bits, m, ds, i)
+		ds[i] = decision{deny: true, rule: d.rule, code: kerr.LeaderNotAvailable.Code}
+	}
+	return len(held)
+}
+
+// noAutoCreate turns auto-creation off in a forwarded Metadata request,
+// raising a v0-3 request to v4 (the first with the field).
+func noAutoCreate(m *kmsg.MetadataRequest) {
+	m.AllowAutoTopicCreation = false
+	if m.Version < autoCreateVersion {
+		m.Version = autoCreateVersion
+	}
+}
+
+// creationDeniable reports whether the policy may deny this subject the
+// creation of some topic, so a named Metadata request must be decoded to
+// withhold auto-creation (NeedsBody).
+func (e *Engine) creationDeniable(bits []uint64) bool {
+	for _, i := range e.rulesFor(apis.CreateTopics) {
+		if !bitSet(bits, int(i)) {
+			continue
+		}
+		r := &e.rules[i]
+		if createTopicsVersion < r.vmin || createTopicsVersion > r.vmax || r.verb == verbRate {
+			continue
+		}
+		switch {
+		case r.hasTopicCond() && r.verb == verbDeny:
+			return true // denies some topics
+		case r.resourceCond():
+			continue // allows some topics, or names a group or transactional id
+		}
+		return r.verb == verbDeny
+	}
+	return e.defaultDeny
 }
 
 // topicRulesReachable reports whether a rule with a topic condition, or a

@@ -357,3 +357,103 @@ policy:
 		t.Errorf("inside DeniedKeys = %v", d)
 	}
 }
+
+// TestMetadataAutoCreate: a CreateTopics deny withholds auto-creation of
+// the names it matches (issue 19): the request is forwarded with
+// AllowAutoTopicCreation false, v0-3 raised to v4, decided by the
+// CreateTopics rule; names it does not match, requests that do not ask
+// for creation and all-topics requests are left alone.
+func TestMetadataAutoCreate(t *testing.T) {
+	e := mustParse(t, "policy:\n  rules:\n    - {name: hide, match: {topic: {prefix: hidden.}}, action: deny}\n"+
+		"    - {name: no-create, match: {api: [CreateTopics], topic: {prefix: locked.}}, action: deny}\n")
+	s := subj("default", "10.0.0.1", "c", "")
+	if !e.NeedsBody(s, 3, 12) {
+		t.Fatal("NeedsBody(Metadata) is false with a CreateTopics deny")
+	}
+	named := func(version int16, create bool, names ...string) *kmsg.MetadataRequest {
+		m := &kmsg.MetadataRequest{Version: version, AllowAutoTopicCreation: create}
+		for _, n := range names {
+			m.Topics = append(m.Topics, kmsg.MetadataRequestTopic{Topic: kmsg.StringPtr(n)})
+		}
+		return m
+	}
+	for _, c := range []struct {
+		m        *kmsg.MetadataRequest
+		withheld bool
+		version  int16
+		rule     string
+	}{
+		{named(12, true, "locked.a"), true, 12, "no-create"},
+		{named(12, true, "open.a", "locked.a"), true, 12, "no-create"},
+		{named(12, true, "hidden.a", "locked.a"), true, 12, "hide"},
+		{named(1, false, "locked.a"), true, 4, "no-create"}, // v0-3 always create
+		{named(3, false, "locked.a"), true, 4, "no-create"},
+		{named(12, true, "open.a"), false, 12, ""},
+		{named(12, false, "locked.a"), false, 12, ""},
+		{named(12, true, "hidden.locked"), false, 12, "hide"}, // denied: never forwarded
+	} {
+		v := e.Check(&Request{Subject: s, Key: 3, Version: c.m.Version, Body: c.m})
+		if v.Rule != c.rule {
+			t.Errorf("%d %v: rule %q, want %q", c.m.Version, c.m.Topics, v.Rule, c.rule)
+		}
+		if !c.withheld {
+			if fwd, ok := v.Forward.(*kmsg.MetadataRequest); ok && fwd.Version != c.m.Version {
+				t.Errorf("%d: forwarded at v%d", c.m.Version, fwd.Version)
+			}
+			if v.Action == Allow || v.Forward == nil || v.Forward.(*kmsg.MetadataRequest).AllowAutoTopicCreation == c.m.AllowAutoTopicCreation {
+				continue
+			}
+			t.Errorf("%d %v: auto-creation changed", c.m.Version, c.m.Topics)
+			continue
+		}
+		if v.Action != Partial {
+			t.Fatalf("%d %v: %v, want partial", c.m.Version, c.m.Topics, v.Action)
+		}
+		fwd := v.Forward.(*kmsg.MetadataRequest)
+		if fwd.AllowAutoTopicCreation || fwd.Version != c.version {
+			t.Errorf("%d %v: forwarded v%d allow_auto_topic_creation=%v, want v%d false", c.m.Version, c.m.Topics, fwd.Version, fwd.AllowAutoTopicCreation, c.version)
+		}
+		if c.m.Version < 4 && c.m.Version == fwd.Version {
+			t.Errorf("the client's request was changed in place")
+		}
+	}
+	// A request naming both kinds, with the creatable name not tried yet:
+	// the creatable one is forwarded alone (auto-creation as asked), the
+	// other answered LEADER_NOT_AVAILABLE; the next such request goes
+	// whole with auto-creation withheld.
+	tried := triedSet{}
+	mixed := named(12, true, "open.a", "locked.a")
+	v := e.Check(&Request{Subject: s, Key: 3, Version: 12, Body: mixed, Creations: tried})
+	fwd, _ := v.Forward.(*kmsg.MetadataRequest)
+	if v.Action != Partial || fwd == nil || len(fwd.Topics) != 1 || *fwd.Topics[0].Topic != "open.a" || !fwd.AllowAutoTopicCreation || !tried["open.a"] {
+		t.Fatalf("mixed, first: %v %+v tried %v", v.Action, fwd, tried)
+	}
+	resp := &kmsg.MetadataResponse{Version: 12, Topics: []kmsg.MetadataResponseTopic{{Topic: kmsg.StringPtr("open.a")}}}
+	v.Merge(resp)
+	if len(resp.Topics) != 2 || *resp.Topics[1].Topic != "locked.a" || resp.Topics[1].ErrorCode != kerr.LeaderNotAvailable.Code {
+		t.Fatalf("mixed, first merge: %+v", resp.Topics)
+	}
+	v = e.Check(&Request{Subject: s, Key: 3, Version: 12, Body: mixed, Creations: tried})
+	if fwd := v.Forward.(*kmsg.MetadataRequest); len(fwd.Topics) != 2 || fwd.AllowAutoTopicCreation {
+		t.Fatalf("mixed, second: %+v", fwd)
+	}
+	// All topics never auto-create.
+	if v := e.Check(&Request{Subject: s, Key: 3, Version: 12, Body: &kmsg.MetadataRequest{Version: 12, AllowAutoTopicCreation: true}}); v.Forward != nil && !v.Forward.(*kmsg.MetadataRequest).AllowAutoTopicCreation {
+		t.Error("all-topics request: auto-creation withheld")
+	}
+	// A default deny denies CreateTopics unless a rule allows it.
+	d := mustParse(t, "policy:\n  default: deny\n  rules:\n    - {match: {api: [Metadata, Produce]}, action: allow}\n")
+	if v := d.Check(&Request{Subject: s, Key: 3, Version: 12, Body: named(12, true, "x")}); v.Action != Partial || v.Forward.(*kmsg.MetadataRequest).AllowAutoTopicCreation {
+		t.Errorf("default deny: %v", v.Action)
+	}
+	a := mustParse(t, "policy:\n  default: deny\n  rules:\n    - {match: {api: [Metadata, Produce, CreateTopics]}, action: allow}\n")
+	if a.NeedsBody(s, 3, 12) {
+		t.Error("NeedsBody(Metadata) with CreateTopics allowed")
+	}
+}
+
+// triedSet is a policy.Creations for tests.
+type triedSet map[string]bool
+
+func (s triedSet) CreationAttempted(name string) bool { return s[name] }
+func (s triedSet) AttemptCreation(name string)        { s[name] = true }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"cmp"
+	"fmt"
 	"net"
 	"slices"
 	"strconv"
@@ -108,6 +109,23 @@ func (l *listener) advertisedBootPort() int32 {
 	return l.bootPort()
 }
 
+// advertisedPort is the port clients are told for a port of l bound at
+// bound: with AdvertisePort set, every port of the listener moves by the
+// same offset, AdvertisePort − the bound bootstrap port (a NAT or port
+// forward that maps the listener's port layout; configs.Listener.
+// AdvertisedPort), else bound.
+func (l *listener) advertisedPort(bound int32) (int32, error) {
+	if l.opts.AdvertisePort <= 0 {
+		return bound, nil
+	}
+	p := int64(bound) + int64(l.opts.AdvertisePort) - int64(l.bootPort())
+	if p < 1 || p > 65535 {
+		return 0, fmt.Errorf("port %d advertised at %d (advertise port %d, bootstrap port %d): out of range 1-65535",
+			bound, p, l.opts.AdvertisePort, l.bootPort())
+	}
+	return int32(p), nil
+}
+
 // sniRoutes is an SNI listener's map: every broker by name at the one
 // port (sniAdvertise).
 func (s *Server) sniRoutes(l *listener) []BrokerRoute {
@@ -141,9 +159,11 @@ func (s *Server) routes(l *listener) []BrokerRoute {
 	out := make([]BrokerRoute, 0, len(l.brokers))
 	for node, ln := range l.brokers {
 		up, _ := s.nodes.get(node)
-		port := ln.Addr().(*net.TCPAddr).Port // broker ports are advertised as bound
-		out = append(out, BrokerRoute{Node: node, Upstream: up, Bound: ln.Addr().String(),
-			Advertised: net.JoinHostPort(l.host, strconv.Itoa(port))})
+		adv := ""
+		if port, err := l.advertisedPort(int32(ln.Addr().(*net.TCPAddr).Port)); err == nil {
+			adv = net.JoinHostPort(l.host, strconv.Itoa(int(port)))
+		}
+		out = append(out, BrokerRoute{Node: node, Upstream: up, Bound: ln.Addr().String(), Advertised: adv})
 	}
 	slices.SortFunc(out, func(a, b BrokerRoute) int { return cmp.Compare(a.Node, b.Node) })
 	return out

@@ -98,9 +98,13 @@ type ListenerOptions struct {
 	Listen    string // bind address of the bootstrap port
 	Advertise string // host clients are told to connect to
 	// AdvertisePort, if set, is the port clients are told for the
-	// bootstrap port (NAT, port mapping); broker ports are advertised as
-	// bound. It matters for the built-in broker, which is served at the
-	// bootstrap port.
+	// bootstrap port (NAT, port mapping), and every other port of the
+	// listener is advertised moved by the same offset (AdvertisePort −
+	// the bound bootstrap port): upstream node N's port, bound at
+	// BrokerPortBase+N, is advertised at AdvertisePort + (BrokerPortBase −
+	// bootstrap port) + N. The built-in broker, SNI and single-port
+	// listeners serve every node at the bootstrap port, advertised at
+	// AdvertisePort.
 	AdvertisePort int
 	// BrokerPortBase: node N of the upstream is served at BrokerPortBase+N.
 	// -1 means the bootstrap port + 1; 0 means a kernel-chosen port per

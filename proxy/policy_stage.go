@@ -45,9 +45,12 @@ func (t *topicNames) TopicName(id [16]byte) (string, bool) {
 	return n, ok
 }
 
-// learn records the ids of a decoded Metadata response body.
-func (t *topicNames) learn(version int16, body []byte) {
-	if version < 10 { // topic ids arrived in Metadata v10
+// learnMetadata records what a Metadata response body (at version) says
+// about topics: their ids (names), and, with a policy, the names that
+// exist (creations: a topic the backend has need not be created).
+func (s *Server) learnMetadata(version int16, body []byte) {
+	withPolicy := s.policy.Load() != nil
+	if version < 10 && !withPolicy { // topic ids arrived in Metadata v10
 		return
 	}
 	resp := kmsg.NewPtrMetadataResponse()
@@ -55,6 +58,16 @@ func (t *topicNames) learn(version int16, body []byte) {
 	if resp.ReadFrom(body) != nil {
 		return
 	}
+	if version >= 10 {
+		s.names.learn(resp)
+	}
+	if withPolicy {
+		s.creations.exist(resp)
+	}
+}
+
+// learn records the ids of a decoded Metadata response.
+func (t *topicNames) learn(resp *kmsg.MetadataResponse) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.names == nil || len(t.names) > maxTopicNames {
@@ -65,6 +78,57 @@ func (t *topicNames) learn(version int16, body []byte) {
 			t.names[tp.TopicID] = *tp.Topic
 		}
 	}
+}
+
+// creations remembers, gateway-wide, the topic names a split Metadata
+// request forwarded for auto-creation, and the names Metadata answers
+// showed to exist (policy.Creations), for creationTTL: a request naming
+// them with topics the client may not create is forwarded whole, with
+// creation withheld, instead of being split over two rounds. Bounded by
+// maxCreations (then it starts afresh, which costs at most one more split
+// round per name).
+type creations struct {
+	mu    sync.Mutex
+	tried map[string]time.Time
+}
+
+const (
+	creationTTL  = 10 * time.Minute // twice kgo's and librdkafka's default metadata refresh
+	maxCreations = 1 << 16
+)
+
+var _ policy.Creations = (*creations)(nil)
+
+func (c *creations) CreationAttempted(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.tried[name]
+	return ok && time.Since(t) < creationTTL
+}
+
+func (c *creations) AttemptCreation(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mark(name, time.Now())
+}
+
+// exist marks the topics a Metadata answer lists without error.
+func (c *creations) exist(resp *kmsg.MetadataResponse) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range resp.Topics {
+		if t.Topic != nil && t.ErrorCode == 0 {
+			c.mark(*t.Topic, now)
+		}
+	}
+}
+
+func (c *creations) mark(name string, now time.Time) {
+	if c.tried == nil || len(c.tried) >= maxCreations {
+		c.tried = make(map[string]time.Time)
+	}
+	c.tried[name] = now
 }
 
 // subjectFor keeps the session's policy subject in step with the request
@@ -86,12 +150,13 @@ func remoteAddr(remote string) netip.Addr {
 
 // judged is what the policy stage decided for one request.
 type judged struct {
-	req      kmsg.Request // the decoded request, when something needed it
-	whole    []byte       // the whole frame (size prefix included) when it was read for decoding
-	forward  []byte       // a rewritten frame to send instead (Partial)
-	merge    func(kmsg.Response)
-	throttle time.Duration // ours, for throttle_time_ms
-	rule     string
+	req        kmsg.Request // the decoded request, when something needed it
+	whole      []byte       // the whole frame (size prefix included) when it was read for decoding
+	forward    []byte       // a rewritten frame to send instead (Partial)
+	merge      func(kmsg.Response)
+	fwdVersion int16         // forward's version when policy raised it (pending.fwdVersion)
+	throttle   time.Duration // ours, for throttle_time_ms
+	rule       string
 }
 
 // judge applies the policy to one request. It returns done=true when the
@@ -110,7 +175,7 @@ func (s *session) judge(eng *policy.Engine, h wire.RequestHeader, size int, obs 
 	}
 	v := eng.Check(&policy.Request{
 		Subject: subj, Key: h.Key, Version: h.Version, Size: 4 + size,
-		Body: body, Names: &s.srv.names, Now: time.Now(),
+		Body: body, Names: &s.srv.names, Creations: &s.srv.creations, Now: time.Now(),
 	})
 	j.rule, j.throttle = v.Rule, v.Throttle
 	obs.rule = v.Rule
@@ -151,6 +216,9 @@ func (s *session) judge(eng *policy.Engine, h wire.RequestHeader, size int, obs 
 		}
 		j.forward = f.AppendRequest(nil, v.Forward, h.Correlation)
 		j.merge = v.Merge
+		if fv := v.Forward.GetVersion(); fv != h.Version {
+			j.fwdVersion = fv // Metadata v0-3 raised to v4 (policy/partial.go)
+		}
 	}
 	return j, false, nil
 }
@@ -300,14 +368,19 @@ func adjust(p pending, body []byte) ([]byte, error) {
 	if resp == nil {
 		return nil, fmt.Errorf("no response type for key %d", p.key)
 	}
-	resp.SetVersion(p.version)
+	v := p.version
+	if p.fwdVersion != 0 {
+		v = p.fwdVersion // the backend answered the raised request
+	}
+	resp.SetVersion(v)
 	if err := resp.ReadFrom(body); err != nil {
-		return nil, fmt.Errorf("decode %s v%d response: %w", apiName(p.key), p.version, err)
+		return nil, fmt.Errorf("decode %s v%d response: %w", apiName(p.key), v, err)
 	}
 	if p.merge != nil {
 		p.merge(resp)
 	}
 	policy.SetThrottle(resp, p.throttle)
+	resp.SetVersion(p.version)
 	return resp.AppendTo(nil), nil
 }
 

@@ -66,6 +66,7 @@ type Server struct {
 	view         *clusterView          // single-port routing's cluster view (route_view.go)
 	discoveryErr atomic.Pointer[error] // outcome of the last broker discovery (upstream mode)
 	names        topicNames            // topic id -> name, from Metadata responses
+	creations    creations             // topics split Metadata requests forwarded for auto-creation (policy_stage.go)
 
 	budget *byteBudget // request bytes in flight across every session (body.go)
 
@@ -134,7 +135,8 @@ func (s *Server) Start(ctx context.Context) error {
 			l.host, _, _ = net.SplitHostPort(ln.Addr().String())
 		}
 		s.listeners = append(s.listeners, l)
-		s.log.Info("listening", "listener", lo.Name, "addr", ln.Addr().String(), "advertise", l.host)
+		s.log.Info("listening", "listener", lo.Name, "addr", ln.Addr().String(),
+			"advertise", net.JoinHostPort(l.host, strconv.Itoa(int(l.advertisedBootPort()))))
 	}
 	for _, l := range s.listeners {
 		s.goAccept(l, l.boot, -1)
@@ -337,7 +339,13 @@ func (l *listener) brokerPort(node int32) (int32, error) {
 		return 0, fmt.Errorf("open listener for node %d: %w", node, err)
 	}
 	l.brokers[node] = ln
-	l.srv.log.Info("broker port opened", "listener", l.opts.Name, "node", node, "addr", ln.Addr().String())
+	bound := int32(ln.Addr().(*net.TCPAddr).Port)
+	if adv, err := l.advertisedPort(bound); err == nil {
+		l.srv.log.Info("broker port opened", "listener", l.opts.Name, "node", node, "addr", ln.Addr().String(),
+			"advertise", net.JoinHostPort(l.host, strconv.Itoa(int(adv))))
+	} else {
+		l.srv.log.Error("broker port opened, but it cannot be advertised", "listener", l.opts.Name, "node", node, "addr", ln.Addr().String(), "err", err)
+	}
 	l.srv.goAccept(l, ln, node)
 	return int32(ln.Addr().(*net.TCPAddr).Port), nil
 }

@@ -128,6 +128,12 @@ type pending struct {
 	throttle time.Duration
 	delay    bool
 	hide     []int16 // ApiVersions: keys this subject is denied outright (listener switch)
+	// fwdVersion, when not 0, is the version the backend answers at
+	// because policy raised the request's (Metadata v0-3 to v4 to withhold
+	// auto-creation, policy/partial.go); adjust re-encodes the answer at
+	// version. Both are below Metadata v9, so the response header is the
+	// same.
+	fwdVersion int16
 
 	raw        bool   // a SASL v0 raw token: size prefix and bytes, no header
 	saslUser   string // pass-through SaslAuthenticate: the user the token names
@@ -141,7 +147,7 @@ type pending struct {
 }
 
 // adjusted reports whether the response must be decoded for policy.
-func (p *pending) adjusted() bool { return p.merge != nil || p.throttle > 0 }
+func (p *pending) adjusted() bool { return p.merge != nil || p.throttle > 0 || p.fwdVersion != 0 }
 
 type result struct {
 	body wire.Body
@@ -654,7 +660,7 @@ func (s *session) handleLocal(h wire.RequestHeader, size int, expectResponse boo
 		if err != nil {
 			return fmt.Errorf("re-encoded request: %w", err)
 		}
-		frame, h.Len = j.forward[4:], fh.Len
+		frame, h.Len, h.Version = j.forward[4:], fh.Len, fh.Version // policy may raise it (pending.fwdVersion)
 	case j.whole != nil:
 		frame = j.whole[4:]
 	case wire.BodyReused(h.Key):
@@ -1018,7 +1024,7 @@ func (s *session) rewrite(p pending, body []byte) (out []byte, changed bool, err
 	// Topic ids (KIP-516) are resolved for policy rules and for full
 	// audit records, which name the topics of Produce and Fetch v13+.
 	if p.key == apis.Metadata && (eng != nil || s.srv.opts.Audit.Level() == audit.Full) {
-		s.srv.names.learn(p.version, out)
+		s.srv.learnMetadata(p.version, out)
 	}
 	return out, changed, nil
 }

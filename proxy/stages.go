@@ -243,7 +243,7 @@ func (s *session) stageObserve(r *request) (bool, error) {
 func (s *session) stageEntry(r *request) (bool, error) {
 	h, j := r.h, r.j
 	r.obs.req = j.req
-	r.p = pending{key: h.Key, version: h.Version, corr: h.Correlation, merge: j.merge, throttle: j.throttle,
+	r.p = pending{key: h.Key, version: h.Version, corr: h.Correlation, merge: j.merge, fwdVersion: j.fwdVersion, throttle: j.throttle,
 		delay: j.throttle > 0 && !policy.AppliesAfterResponse(h.Key, h.Version), obs: r.obs}
 	if h.Key == apis.SASLAuthenticate && s.sasl == nil && s.local == nil && j.whole != nil {
 		r.p.saslUser = s.passthroughStep(h, j.whole)

@@ -228,6 +228,9 @@ func (m mapper) Advertise(kind rewrite.EndpointKind, node int32, host string, po
 		m.srv.learnBroker(node, host, port)
 	}
 	p, err := m.l.brokerPort(node)
+	if err == nil {
+		p, err = m.l.advertisedPort(p)
+	}
 	if err != nil {
 		m.srv.log.Error("cannot serve upstream broker", "listener", m.l.opts.Name, "node", node, "err", err)
 		return "", 0, false

@@ -35,7 +35,7 @@ func newServeFlags(stderr io.Writer) *serveFlags {
 		upstream:  fs.String("upstream", "", "comma-separated upstream bootstrap brokers (upstream.bootstrap); empty: the built-in broker"),
 		upProxy:   fs.String("upstream-proxy", "", "forward proxy for every upstream connection: socks5://[user:pass@]host:port, http://… or https://… (upstream.proxy)"),
 		listen:    fs.String("listen", "", "bind address of the first listener (default "+configs.DefaultListen+")"),
-		advertise: fs.String("advertise", "", "host clients are told to connect to (listeners[0].advertise)"),
+		advertise: fs.String("advertise", "", "host or host:port clients are told to connect to (listeners[0].advertise; a port behind NAT moves every advertised port by the same offset)"),
 		portBase:  fs.Int("broker-port-base", -1, "port of upstream node 0; node N is served at base+N (default: listen port + 1; 0: any free port)"),
 		dataDir:   fs.String("data-dir", "", "built-in broker data directory (default "+configs.DefaultDataDir+")"),
 		fsync:     fs.String("fsync", "", "built-in broker durability: always | interval | never (default "+configs.FsyncAlways+")"),
