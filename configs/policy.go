@@ -47,6 +47,14 @@ type Policy struct {
 	HideDeniedAPIs []string `yaml:"hide_denied_apis,omitempty"`
 	Rules          []Rule   `yaml:"rules,omitempty"`
 
+	// Client quotas (KIP-546; quota.go): Quotas is off, enforce or
+	// upstream ("" = enforce with the built-in broker, upstream with an
+	// upstream); QuotasFile is where enforce keeps them (default
+	// <data_dir>/tollgate-quotas.json with the built-in broker; required
+	// with an upstream). Both need a restart to change.
+	Quotas     string `yaml:"quotas,omitempty"`
+	QuotasFile string `yaml:"quotas_file,omitempty"`
+
 	// Source is the file the policy was read from ("" when built in
 	// code), for warnings that name a line.
 	Source string `yaml:"-"`
@@ -391,6 +399,7 @@ func (v *validator) policy() {
 	default:
 		v.errf("policy.default", p.Default, "%q: want allow or deny", p.Default)
 	}
+	v.quotas() // quota.go
 	listeners := map[string]bool{}
 	for _, l := range v.c.Listeners {
 		listeners[l.Name] = true

@@ -21,6 +21,7 @@ import (
 	"github.com/tollgate-kafka/tollgate/broker"
 	"github.com/tollgate-kafka/tollgate/configs"
 	"github.com/tollgate-kafka/tollgate/metrics"
+	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/proxy"
 	"github.com/tollgate-kafka/tollgate/webui"
 )
@@ -39,6 +40,7 @@ type Gateway struct {
 	admin        *metrics.AdminServer
 	console      *webui.Console // nil unless the admin server serves /ui/
 	policy       policyState
+	quotas       *policy.Quotas // client quotas the gateway keeps (quotas.go); nil unless policy.quotas is enforce
 	closeBackend func()
 }
 
@@ -114,6 +116,13 @@ func Open(plan *Plan, log *slog.Logger, opts ...Option) (*Gateway, error) {
 		return nil, err
 	}
 	g.Broker, g.closeBackend = b, closeBackend
+	if g.quotas, err = openQuotas(cfg, log); err != nil { // quotas.go
+		g.closeBackend()
+		trail.Close()
+		return nil, err
+	}
+	popts.Quotas = g.quotas
+	popts.Answerer = proxy.Answerers{newQuotaAnswerer(g.quotas, log), newSCRAMAnswerer(popts.Listeners, log)} // quotas.go, scram.go
 	popts.Audit = trail
 	if !st.noMetrics {
 		popts.Hooks = g.Metrics

@@ -108,6 +108,7 @@ type session struct {
 	reason    closeReason
 	closeErr  error
 	closed    chan struct{}
+	drained   chan struct{} // closed by drain: a muted read loop stops waiting (policy_stage.go waitMuted)
 
 	cur request // the read loop's request value, reused frame to frame (stages.go)
 
@@ -163,6 +164,7 @@ func newSession(s *Server, l *listener, c net.Conn, node int32) *session {
 		remote:  c.RemoteAddr().String(),
 		queue:   make(chan *pending, s.opts.MaxInFlight),
 		closed:  make(chan struct{}),
+		drained: make(chan struct{}),
 		mapper:  mapper{srv: s, l: l},
 		started: time.Now(),
 	}
@@ -350,6 +352,9 @@ func (s *session) noisyKey() string {
 func (s *session) drain() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.draining {
+		close(s.drained)
+	}
 	s.draining = true
 	if s.idle {
 		s.connMu.Lock()
@@ -996,6 +1001,9 @@ func (s *session) rewrite(p pending, body []byte) (out []byte, changed bool, err
 		}
 		if err == nil && s.sasl != nil {
 			out, err = offerKeys(p.version, out, saslKeys)
+		}
+		if err == nil {
+			out, err = s.offerAnswered(p.version, out) // keys the gateway answers itself (answer_versions.go)
 		}
 		if err == nil && len(p.hide) > 0 {
 			out, err = hideKeys(p.version, out, p.hide)

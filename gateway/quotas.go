@@ -1,0 +1,89 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/apis"
+	"github.com/tollgate-kafka/tollgate/configs"
+	"github.com/tollgate-kafka/tollgate/policy"
+	"github.com/tollgate-kafka/tollgate/proxy"
+)
+
+// Client quotas (KIP-546): with policy.quotas: enforce (the default with
+// the built-in broker) the gateway answers DescribeClientQuotas and
+// AlterClientQuotas from its state file (policy.quotas_file, by default
+// in the data directory) and enforces them (policy/quota_limit.go, the
+// proxy's quota stage). With off or upstream the keys go to the backend.
+
+// openQuotas opens the quota store enforce mode uses (nil otherwise).
+func openQuotas(cfg *configs.Config, log *slog.Logger) (*policy.Quotas, error) {
+	if cfg.QuotaMode() != configs.QuotasEnforce {
+		return nil, nil
+	}
+	q, err := policy.OpenQuotas(cfg.QuotasFile())
+	if err != nil {
+		return nil, fmt.Errorf("client quotas: %w", err)
+	}
+	log.Info("client quotas", "mode", configs.QuotasEnforce, "file", q.Path(), "entities", q.Len())
+	return q, nil
+}
+
+// quotaAnswerer answers the quota keys from the store.
+type quotaAnswerer struct {
+	q   *policy.Quotas
+	log *slog.Logger
+}
+
+// newQuotaAnswerer returns the answerer for q (nil when q is nil).
+func newQuotaAnswerer(q *policy.Quotas, log *slog.Logger) proxy.Answerer {
+	if q == nil {
+		return nil
+	}
+	return &quotaAnswerer{q: q, log: log}
+}
+
+func (a *quotaAnswerer) Answers(_ string, key int16) bool {
+	return key == apis.DescribeClientQuotas || key == apis.AlterClientQuotas
+}
+
+func (a *quotaAnswerer) Answer(_ context.Context, who proxy.Asker, req kmsg.Request) (kmsg.Response, error) {
+	switch r := req.(type) {
+	case *kmsg.DescribeClientQuotasRequest:
+		return a.q.Describe(r), nil
+	case *kmsg.AlterClientQuotasRequest:
+		resp := a.q.Alter(r)
+		if !r.ValidateOnly {
+			var ok, refused int
+			for _, e := range resp.Entries {
+				if e.ErrorCode == 0 {
+					ok++
+				} else {
+					refused++
+				}
+			}
+			a.log.Info("client quotas altered through the Kafka API", "listener", who.Listener, "principal", who.Principal,
+				"addr", who.Addr, "entities_changed", ok, "entities_refused", refused, "entities", a.q.Len())
+		}
+		return resp, nil
+	}
+	return nil, fmt.Errorf("quota answerer: unexpected %T", req)
+}
+
+// Versions offers the quota keys in ApiVersions whatever the backend
+// offers (proxy.VersionsAnswerer).
+func (a *quotaAnswerer) Versions(string) map[int16][2]int16 {
+	return answeredVersions(apis.DescribeClientQuotas, apis.AlterClientQuotas)
+}
+
+// answeredVersions is every version kmsg knows of keys, from 0.
+func answeredVersions(keys ...int16) map[int16][2]int16 {
+	out := map[int16][2]int16{}
+	for _, k := range keys {
+		out[k] = [2]int16{0, kmsg.RequestForKey(k).MaxVersion()}
+	}
+	return out
+}
