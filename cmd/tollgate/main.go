@@ -40,7 +40,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return tapCmd(args[1:], stdout, stderr)
 		case "users":
 			return usersCmd(args[1:], stdout, stderr)
-		case "topic", "produce", "consume", "group":
+		case "topic", "produce", "consume", "group", "quota", "user":
 			return consoleCmd(args[0], args[1:], stdout, stderr)
 		case "version", "--version":
 			fmt.Fprintln(stdout, versionString())
@@ -81,6 +81,11 @@ func consoleCmd(name string, args []string, stdout, stderr io.Writer) int {
 		return console.Produce(ctx, args, std)
 	case "consume":
 		return console.Consume(ctx, args, std)
+	case "quota":
+		return console.Quota(ctx, args, std) // console/quota.go
+	case "user":
+		console.PromptPassword = func(name string) (string, error) { return readPassword(name, false, os.Stdin, stderr) } // users.go
+		return console.User(ctx, args, std) // console/user.go
 	}
 	return console.Group(ctx, args, std)
 }
@@ -100,12 +105,14 @@ commands:
   group         list, describe (lag), seek, delete consumer groups
   tap           live traffic from a running gateway's admin server
   users         SASL users file: tollgate users add alice --file users.yaml
+  quota         client quotas over the Kafka API: tollgate quota set --user alice producer_byte_rate=1048576
+  user          SCRAM credentials over the Kafka API: tollgate user set alice
   bench         moved: the benchmarks are the tollgate-bench command (see README)
   version       the module version and VCS revision of this binary
   help          this text
 
 Every command takes -h for its flags and examples. The console commands
-(topic, produce, consume, group) take -b/--brokers (default 127.0.0.1:9092),
+(topic, produce, consume, group, quota, user) take -b/--brokers (default 127.0.0.1:9092),
 --tls-*, --sasl-* and --format text|json|yaml, and exit 0 on success, 1 when
 the cluster refused, 2 on a usage error, 3 when no broker is reachable.
 `
