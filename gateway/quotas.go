@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -11,6 +14,7 @@ import (
 	"github.com/tollgate-kafka/tollgate/configs"
 	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/proxy"
+	"github.com/tollgate-kafka/tollgate/webui"
 )
 
 // Client quotas (KIP-546): with policy.quotas: enforce (the default with
@@ -86,4 +90,27 @@ func answeredVersions(keys ...int16) map[int16][2]int16 {
 		out[k] = [2]int16{0, kmsg.RequestForKey(k).MaxVersion()}
 	}
 	return out
+}
+
+// policyPage is the console's policy page: the rules, and the client
+// quotas the gateway keeps.
+func (g *Gateway) policyPage() webui.PolicyState {
+	st := g.policy.snapshot()
+	st.QuotaMode = g.cfg.QuotaMode()
+	if g.quotas == nil {
+		return st
+	}
+	for _, e := range g.quotas.List() {
+		keys := make([]string, 0, len(e.Values))
+		for k := range e.Values {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		var vals []string
+		for _, k := range keys {
+			vals = append(vals, k+"="+strconv.FormatFloat(e.Values[k], 'f', -1, 64))
+		}
+		st.Quotas = append(st.Quotas, webui.QuotaInfo{User: e.Entity.User.String(), ClientID: e.Entity.ClientID.String(), Values: strings.Join(vals, " ")})
+	}
+	return st
 }

@@ -3,8 +3,12 @@ package gateway
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -261,5 +265,55 @@ func TestQuotaControllerMutation(t *testing.T) {
 				t.Error("the refused topic was created")
 			}
 		})
+	}
+}
+
+// TestQuotasOnConsolePolicyPage: the policy page lists the quotas the
+// gateway keeps (HTML and JSON).
+func TestQuotasOnConsolePolicyPage(t *testing.T) {
+	g := startFrom(t, `
+listeners: [{ listen: "127.0.0.1:0" }]
+broker: { data_dir: `+t.TempDir()+` }
+admin: { listen: "127.0.0.1:0" }
+`)
+	adm, _ := adminFor(t, g)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "user", Name: strp("alice")}, {Type: "client-id"}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1024}}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %v", err, res)
+	}
+	get := func(accept string) string {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+g.AdminAddr().String()+"/ui/policy", nil)
+		req.Header.Set("Accept", accept)
+		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("policy page: %s %s", resp.Status, b)
+		}
+		return string(b)
+	}
+	var st struct {
+		QuotaMode string `json:"quota_mode"`
+		Quotas    []struct {
+			User     string `json:"user"`
+			ClientID string `json:"client_id"`
+			Values   string `json:"values"`
+		} `json:"quotas"`
+	}
+	if err := json.Unmarshal([]byte(get("application/json")), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.QuotaMode != "enforce" || len(st.Quotas) != 1 || st.Quotas[0].User != "alice" || st.Quotas[0].ClientID != "<default>" || st.Quotas[0].Values != "producer_byte_rate=1024" {
+		t.Errorf("policy page JSON: %+v", st)
+	}
+	if html := get("text/html"); !strings.Contains(html, `id="quotas"`) || !strings.Contains(html, "producer_byte_rate=1024") {
+		t.Errorf("policy page HTML lacks the quota table")
 	}
 }
