@@ -20,6 +20,7 @@ import (
 	"github.com/tollgate-kafka/tollgate/auth"
 	"github.com/tollgate-kafka/tollgate/broker"
 	"github.com/tollgate-kafka/tollgate/configs"
+	"github.com/tollgate-kafka/tollgate/lograte"
 	"github.com/tollgate-kafka/tollgate/metrics"
 	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/proxy"
@@ -122,7 +123,10 @@ func Open(plan *Plan, log *slog.Logger, opts ...Option) (*Gateway, error) {
 		return nil, err
 	}
 	popts.Quotas = g.quotas
-	popts.Answerer = proxy.Answerers{newQuotaAnswerer(g.quotas, log), newSCRAMAnswerer(popts.Listeners, log)} // quotas.go, scram.go
+	alog := lograte.New(log, lograte.Options{}) // the answerers' alter lines (client-triggered)
+	closeBackend = g.closeBackend
+	g.closeBackend = func() { closeBackend(); alog.Close() }
+	popts.Answerer = proxy.Answerers{newQuotaAnswerer(g.quotas, alog), newSCRAMAnswerer(popts.Listeners, alog)} // quotas.go, scram.go
 	popts.Audit = trail
 	if !st.noMetrics {
 		popts.Hooks = g.Metrics

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/tollgate-kafka/tollgate/configs"
+	"github.com/tollgate-kafka/tollgate/lograte"
 	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/proxy"
 	"github.com/tollgate-kafka/tollgate/webui"
@@ -39,11 +40,11 @@ func openQuotas(cfg *configs.Config, log *slog.Logger) (*policy.Quotas, error) {
 // quotaAnswerer answers the quota keys from the store.
 type quotaAnswerer struct {
 	q   *policy.Quotas
-	log *slog.Logger
+	log *lograte.Logger
 }
 
 // newQuotaAnswerer returns the answerer for q (nil when q is nil).
-func newQuotaAnswerer(q *policy.Quotas, log *slog.Logger) proxy.Answerer {
+func newQuotaAnswerer(q *policy.Quotas, log *lograte.Logger) proxy.Answerer {
 	if q == nil {
 		return nil
 	}
@@ -69,8 +70,8 @@ func (a *quotaAnswerer) Answer(_ context.Context, who proxy.Asker, req kmsg.Requ
 					refused++
 				}
 			}
-			a.log.Info("client quotas altered through the Kafka API", "listener", who.Listener, "principal", who.Principal,
-				"addr", who.Addr, "entities_changed", ok, "entities_refused", refused, "entities", a.q.Len())
+			a.log.Info("quota_alter", who.Addr.String(), "client quotas altered through the Kafka API", "listener", who.Listener,
+				"principal", who.Principal, "client_id", who.ClientID, "entities_changed", ok, "entities_refused", refused, "entities", a.q.Len())
 		}
 		return resp, nil
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -14,6 +13,7 @@ import (
 	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/tollgate-kafka/tollgate/auth"
 	"github.com/tollgate-kafka/tollgate/configs"
+	"github.com/tollgate-kafka/tollgate/lograte"
 	"github.com/tollgate-kafka/tollgate/proxy"
 )
 
@@ -53,12 +53,12 @@ type usersFile struct {
 
 type scramAnswerer struct {
 	files map[string]*usersFile // by listener
-	log   *slog.Logger
+	log   *lograte.Logger
 }
 
 // newSCRAMAnswerer returns the answerer for the plan's listeners, or nil
 // when no listener has a users file.
-func newSCRAMAnswerer(listeners []proxy.ListenerOptions, log *slog.Logger) proxy.Answerer {
+func newSCRAMAnswerer(listeners []proxy.ListenerOptions, log *lograte.Logger) proxy.Answerer {
 	byPath := map[string]*usersFile{}
 	a := &scramAnswerer{files: map[string]*usersFile{}, log: log}
 	for _, l := range listeners {
@@ -107,8 +107,8 @@ func (a *scramAnswerer) Answer(_ context.Context, who proxy.Asker, req kmsg.Requ
 				failed++
 			}
 		}
-		a.log.Info("SCRAM credentials altered through the Kafka API", "listener", who.Listener, "principal", who.Principal,
-			"addr", who.Addr, "users_file", f.path, "users_changed", changed, "users_refused", failed)
+		a.log.Info("scram_alter", who.Addr.String(), "SCRAM credentials altered through the Kafka API", "listener", who.Listener,
+			"principal", who.Principal, "users_file", f.path, "users_changed", changed, "users_refused", failed)
 		return resp, nil
 	}
 	return nil, fmt.Errorf("scram answerer: unexpected %T", req)

@@ -85,7 +85,7 @@ func consoleCmd(name string, args []string, stdout, stderr io.Writer) int {
 		return console.Quota(ctx, args, std) // console/quota.go
 	case "user":
 		console.PromptPassword = func(name string) (string, error) { return readPassword(name, false, os.Stdin, stderr) } // users.go
-		return console.User(ctx, args, std) // console/user.go
+		return console.User(ctx, args, std)                                                                               // console/user.go
 	}
 	return console.Group(ctx, args, std)
 }
