@@ -84,8 +84,9 @@ func consoleCmd(name string, args []string, stdout, stderr io.Writer) int {
 	case "quota":
 		return console.Quota(ctx, args, std) // console/quota.go
 	case "user":
-		console.PromptPassword = func(name string) (string, error) { return readPassword(name, false, os.Stdin, stderr) } // users.go
-		return console.User(ctx, args, std)                                                                               // console/user.go
+		// console/user.go; the prompt is users.go's.
+		console.PromptPassword = func(name string) (string, error) { return readPassword(name, false, os.Stdin, stderr) }
+		return console.User(ctx, args, std)
 	}
 	return console.Group(ctx, args, std)
 }
