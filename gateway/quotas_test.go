@@ -317,3 +317,34 @@ admin: { listen: "127.0.0.1:0" }
 		t.Errorf("policy page HTML lacks the quota table")
 	}
 }
+
+// TestThrottledConnectionDoesNotHoldShutdown: a connection muted for a
+// quota throttle (11 s here) stops at the drain like an idle one, so
+// Close finishes within its drain bound (10 s in openGateway) instead of
+// waiting the mute out.
+func TestThrottledConnectionDoesNotHoldShutdown(t *testing.T) {
+	yaml, _ := quotaBackends(t)["builtin"](t)
+	g, stop := openGateway(t, yaml)
+	adm, _ := adminFor(t, g)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: strp("muted")}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1}}}}); err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %v", err, res)
+	}
+	var throttles atomic.Int64
+	cl, err := kgo.NewClient(kgo.SeedBrokers(g.Server.Addr(0).String()), kgo.ClientID("muted"), kgo.DefaultProduceTopic("m"),
+		kgo.AllowAutoTopicCreation(), kgo.WithHooks(throttleHook{n: &throttles}), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 1000)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if throttles.Load() == 0 {
+		t.Fatal("not throttled")
+	}
+	stop() // fails the test if the drain runs out (10 s, less than the mute)
+}
