@@ -267,3 +267,30 @@ func TestQuotaThrottleAndMutation(t *testing.T) {
 		t.Fatalf("CreateTopics v5 in debt: want a throttle, no refusal: %+v", v)
 	}
 }
+
+// BenchmarkQuotaCheck: one Produce charged with quotas set at three
+// levels (the request, producer and no-match lookups).
+func BenchmarkQuotaCheck(b *testing.B) {
+	q, _ := OpenQuotas("")
+	q.Set(QuotaEntity{User: dflt}, map[string]float64{QuotaRequestPercentage: 1e6})
+	q.Set(QuotaEntity{ClientID: name("app")}, map[string]float64{QuotaProducerByteRate: 1e12})
+	q.Set(QuotaEntity{User: name("bob")}, map[string]float64{QuotaConsumerByteRate: 1})
+	s := &Subject{ClientID: "app", Principal: "alice"}
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		q.Check(s, apis.Produce, 9, 1000, nil, now)
+	}
+}
+
+// BenchmarkQuotaCheckNone: no quota set (the default): the stage's cost.
+func BenchmarkQuotaCheckNone(b *testing.B) {
+	q, _ := OpenQuotas("")
+	s := &Subject{ClientID: "app"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if q.Active() {
+			q.Check(s, apis.Produce, 9, 1000, nil, time.Time{})
+		}
+	}
+}
