@@ -52,9 +52,10 @@ func openGateway(t *testing.T, yaml string) (*Gateway, func()) {
 	return g, stop
 }
 
-// quotaBackends are the two backends a quota test runs against: the
-// built-in broker (quotas in its data directory by default) and a kfake
-// upstream (policy.quotas: enforce with a state file). seen reports
+// quotaBackends are the backends a quota test runs against: the built-in
+// broker (quotas in its data directory by default), a kfake upstream
+// (policy.quotas: enforce with a state file) through a port-per-broker
+// listener, and a 3-broker kfake through a single-port one. seen reports
 // whether the upstream received a quota request (it must not).
 func quotaBackends(t *testing.T) map[string]func(t *testing.T) (yaml string, seen func() bool) {
 	return map[string]func(t *testing.T) (string, func() bool){
@@ -82,6 +83,27 @@ admin: { listen: "off" }
 			return `
 listeners: [{ listen: "127.0.0.1:0", broker_port_base: 0 }]
 upstream: { bootstrap: [` + c.ListenAddrs()[0] + `] }
+admin: { listen: "off" }
+policy: { default: allow, quotas: enforce, quotas_file: ` + filepath.Join(t.TempDir(), "quotas.json") + ` }
+`, seen.Load
+		},
+		"single-port": func(t *testing.T) (string, func() bool) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(3, "up"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			var seen atomic.Bool
+			for _, k := range []kmsg.Key{kmsg.DescribeClientQuotas, kmsg.AlterClientQuotas} {
+				c.ControlKey(int16(k), func(kmsg.Request) (kmsg.Response, error, bool) {
+					c.KeepControl()
+					seen.Store(true)
+					return nil, nil, false
+				})
+			}
+			return `
+listeners: [{ listen: "127.0.0.1:0", brokers: single-port }]
+upstream: { bootstrap: [` + strings.Join(c.ListenAddrs(), ",") + `] }
 admin: { listen: "off" }
 policy: { default: allow, quotas: enforce, quotas_file: ` + filepath.Join(t.TempDir(), "quotas.json") + ` }
 `, seen.Load
