@@ -20,8 +20,9 @@ import (
 	"github.com/tollgate-kafka/tollgate/auth"
 )
 
-// scramBackends are a built-in broker and a kfake upstream (without SASL),
-// each behind a listener that terminates SASL with a users file holding
+// scramBackends are a built-in broker, a kfake upstream (without SASL) and
+// a 3-broker kfake behind a single-port listener, each behind a listener
+// that terminates SASL with a users file holding
 // one user, admin. seen reports whether the upstream got a SCRAM request.
 func scramBackends(t *testing.T) map[string]func(t *testing.T) (yaml, usersFile string, seen func() bool) {
 	users := func(t *testing.T) string {
@@ -63,6 +64,26 @@ admin: { listen: "off" }
 			u := users(t)
 			return listener(", broker_port_base: 0", u) + `
 upstream: { bootstrap: [` + c.ListenAddrs()[0] + `] }
+admin: { listen: "off" }
+`, u, seen.Load
+		},
+		"single-port": func(t *testing.T) (string, string, func() bool) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(3, "up"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			var seen atomic.Bool
+			for _, k := range []kmsg.Key{kmsg.DescribeUserSCRAMCredentials, kmsg.AlterUserSCRAMCredentials} {
+				c.ControlKey(int16(k), func(kmsg.Request) (kmsg.Response, error, bool) {
+					c.KeepControl()
+					seen.Store(true)
+					return nil, nil, false
+				})
+			}
+			u := users(t)
+			return listener(", brokers: single-port", u) + `
+upstream: { bootstrap: [` + strings.Join(c.ListenAddrs(), ",") + `] }
 admin: { listen: "off" }
 `, u, seen.Load
 		},
