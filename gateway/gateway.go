@@ -126,7 +126,8 @@ func Open(plan *Plan, log *slog.Logger, opts ...Option) (*Gateway, error) {
 	alog := lograte.New(log, lograte.Options{}) // the answerers' alter lines (client-triggered)
 	closeBackend = g.closeBackend
 	g.closeBackend = func() { closeBackend(); alog.Close() }
-	popts.Answerer = proxy.Answerers{newQuotaAnswerer(g.quotas, alog), newSCRAMAnswerer(popts.Listeners, alog)} // quotas.go, scram.go
+	refused := newAnswerRefusals(g.Registry)
+	popts.Answerer = proxy.Answerers{newQuotaAnswerer(g.quotas, alog, refused), newSCRAMAnswerer(popts.Listeners, alog, refused)} // quotas.go, scram.go
 	popts.Audit = trail
 	if !st.noMetrics {
 		popts.Hooks = g.Metrics

@@ -2,12 +2,15 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate-kafka/tollgate/apis"
@@ -39,16 +42,17 @@ func openQuotas(cfg *configs.Config, log *slog.Logger) (*policy.Quotas, error) {
 
 // quotaAnswerer answers the quota keys from the store.
 type quotaAnswerer struct {
-	q   *policy.Quotas
-	log *lograte.Logger
+	q       *policy.Quotas
+	log     *lograte.Logger
+	refused *answerRefusals
 }
 
 // newQuotaAnswerer returns the answerer for q (nil when q is nil).
-func newQuotaAnswerer(q *policy.Quotas, log *lograte.Logger) proxy.Answerer {
+func newQuotaAnswerer(q *policy.Quotas, log *lograte.Logger, refused *answerRefusals) proxy.Answerer {
 	if q == nil {
 		return nil
 	}
-	return &quotaAnswerer{q: q, log: log}
+	return &quotaAnswerer{q: q, log: log, refused: refused}
 }
 
 func (a *quotaAnswerer) Answers(_ string, key int16) bool {
@@ -58,9 +62,14 @@ func (a *quotaAnswerer) Answers(_ string, key int16) bool {
 func (a *quotaAnswerer) Answer(_ context.Context, who proxy.Asker, req kmsg.Request) (kmsg.Response, error) {
 	switch r := req.(type) {
 	case *kmsg.DescribeClientQuotasRequest:
-		return a.q.Describe(r), nil
+		resp := a.q.Describe(r)
+		a.refused.add(apis.DescribeClientQuotas, resp.ErrorCode)
+		return resp, nil
 	case *kmsg.AlterClientQuotasRequest:
 		resp := a.q.Alter(r)
+		for _, e := range resp.Entries {
+			a.refused.add(apis.AlterClientQuotas, e.ErrorCode)
+		}
 		if !r.ValidateOnly {
 			var ok, refused int
 			for _, e := range resp.Entries {
@@ -114,4 +123,36 @@ func (g *Gateway) policyPage() webui.PolicyState {
 		st.Quotas = append(st.Quotas, webui.QuotaInfo{User: e.Entity.User.String(), ClientID: e.Entity.ClientID.String(), Values: strings.Join(vals, " ")})
 	}
 	return st
+}
+
+// answerRefusals counts what the gateway's quota and SCRAM answerers
+// refused (tollgate_answer_refusals_total{api,error}: one per refused
+// entity or user), the metric for bad alterations and describes.
+type answerRefusals struct{ c *prometheus.CounterVec }
+
+func newAnswerRefusals(reg prometheus.Registerer) *answerRefusals {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "tollgate", Name: "answer_refusals_total",
+		Help: "Entries the gateway refused in the quota and SCRAM requests it answers itself, by API and Kafka error."}, []string{"api", "error"})
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			c = are.ExistingCollector.(*prometheus.CounterVec)
+		}
+	}
+	return &answerRefusals{c: c}
+}
+
+// add counts one refusal with Kafka error code code (0: nothing).
+func (a *answerRefusals) add(key int16, code int16) {
+	if a == nil || code == 0 {
+		return
+	}
+	name := fmt.Sprintf("code_%d", code)
+	if e := kerr.ErrorForCode(code); e != nil {
+		var ke *kerr.Error
+		if errors.As(e, &ke) {
+			name = ke.Message
+		}
+	}
+	a.c.WithLabelValues(apis.Of(key).Name, name).Inc()
 }

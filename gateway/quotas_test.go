@@ -175,6 +175,15 @@ func TestQuotasRoundTripAndRestart(t *testing.T) {
 				}
 			}
 			check(adm)
+			bad, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+				Entity: kadm.ClientQuotaEntity{{Type: "user", Name: strp("mallory")}},
+				Ops:    []kadm.AlterClientQuotaOp{{Key: "bogus_byte_rate", Value: 1}}}})
+			if err != nil || !errors.Is(bad[0].Err, kerr.InvalidRequest) {
+				t.Fatalf("alter an unknown key: %v %+v, want INVALID_REQUEST", err, bad)
+			}
+			if got := refusals(t, g, "AlterClientQuotas", "INVALID_REQUEST"); got != 1 {
+				t.Errorf("tollgate_answer_refusals_total{api=AlterClientQuotas,error=INVALID_REQUEST} = %v, want 1", got)
+			}
 			stop()
 			g2, _ := openGateway(t, yaml)
 			adm2, _ := adminFor(t, g2)

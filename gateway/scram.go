@@ -52,15 +52,16 @@ type usersFile struct {
 }
 
 type scramAnswerer struct {
-	files map[string]*usersFile // by listener
-	log   *lograte.Logger
+	files   map[string]*usersFile // by listener
+	log     *lograte.Logger
+	refused *answerRefusals
 }
 
 // newSCRAMAnswerer returns the answerer for the plan's listeners, or nil
 // when no listener has a users file.
-func newSCRAMAnswerer(listeners []proxy.ListenerOptions, log *lograte.Logger) proxy.Answerer {
+func newSCRAMAnswerer(listeners []proxy.ListenerOptions, log *lograte.Logger, refused *answerRefusals) proxy.Answerer {
 	byPath := map[string]*usersFile{}
-	a := &scramAnswerer{files: map[string]*usersFile{}, log: log}
+	a := &scramAnswerer{files: map[string]*usersFile{}, log: log, refused: refused}
 	for _, l := range listeners {
 		ss, ok := l.SASL.(saslServer)
 		if !ok || ss.s.UsersFile() == "" {
@@ -96,11 +97,17 @@ func (a *scramAnswerer) Answer(_ context.Context, who proxy.Asker, req kmsg.Requ
 	f := a.files[who.Listener]
 	switch r := req.(type) {
 	case *kmsg.DescribeUserSCRAMCredentialsRequest:
-		return f.describe(r), nil
+		resp := f.describe(r)
+		a.refused.add(apis.DescribeUserSCRAMCredentials, resp.ErrorCode)
+		for _, res := range resp.Results {
+			a.refused.add(apis.DescribeUserSCRAMCredentials, res.ErrorCode)
+		}
+		return resp, nil
 	case *kmsg.AlterUserSCRAMCredentialsRequest:
 		resp := f.alter(r)
 		var changed, failed int
 		for _, res := range resp.Results {
+			a.refused.add(apis.AlterUserSCRAMCredentials, res.ErrorCode)
 			if res.ErrorCode == 0 {
 				changed++
 			} else {

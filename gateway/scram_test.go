@@ -256,6 +256,15 @@ func TestSCRAMHostileAlters(t *testing.T) {
 	if after, _ := os.ReadFile(usersFile); string(after) != string(before) {
 		t.Error("refused alterations changed the users file")
 	}
+	// Counted: tollgate_answer_refusals_total{api,error}.
+	for _, c := range []struct {
+		code string
+		want float64
+	}{{"UNACCEPTABLE_CREDENTIAL", 5}, {"DUPLICATE_RESOURCE", 1}, {"UNSUPPORTED_SASL_MECHANISM", 1}, {"RESOURCE_NOT_FOUND", 1}} {
+		if got := refusals(t, g, "AlterUserSCRAMCredentials", c.code); got != c.want {
+			t.Errorf("tollgate_answer_refusals_total{api=AlterUserSCRAMCredentials,error=%s} = %v, want %v", c.code, got, c.want)
+		}
+	}
 	dreq := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
 	for _, n := range []string{"admin", "admin"} {
 		u := kmsg.NewDescribeUserSCRAMCredentialsRequestUser()
@@ -269,4 +278,28 @@ func TestSCRAMHostileAlters(t *testing.T) {
 	if len(dresp.Results) != 1 || dresp.Results[0].ErrorCode != kerr.DuplicateResource.Code {
 		t.Errorf("describe the same user twice: %+v", dresp.Results)
 	}
+}
+
+// refusals reads tollgate_answer_refusals_total{api,error} from g's registry.
+func refusals(t *testing.T, g *Gateway, api, code string) float64 {
+	t.Helper()
+	mfs, err := g.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "tollgate_answer_refusals_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["api"] == api && labels["error"] == code {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
