@@ -114,6 +114,7 @@ type Quotas struct {
 
 	mu      sync.Mutex // serializes alters (and their file writes)
 	entries atomic.Pointer[map[QuotaEntity]map[string]float64]
+	present atomic.Uint32 // bit per quotaType some entity sets (quota_limit.go): others are not resolved
 
 	lim quotaLimiters // quota_limit.go
 }
@@ -135,9 +136,23 @@ func OpenQuotas(path string) (*Quotas, error) {
 			}
 		}
 	}
-	q.entries.Store(&m)
+	q.store(m)
 	q.lim.init()
 	return q, nil
+}
+
+// store installs a new set of entries (never changed afterwards).
+func (q *Quotas) store(m map[QuotaEntity]map[string]float64) {
+	var bits uint32
+	for _, vals := range m {
+		for t, k := range quotaTypeKeys {
+			if _, ok := vals[k]; ok {
+				bits |= 1 << t
+			}
+		}
+	}
+	q.entries.Store(&m)
+	q.present.Store(bits)
 }
 
 // Path is the state file ("" in memory).
@@ -516,7 +531,7 @@ func (q *Quotas) Alter(req *kmsg.AlterClientQuotasRequest) *kmsg.AlterClientQuot
 		}
 		return resp
 	}
-	q.entries.Store(&next)
+	q.store(next)
 	return resp
 }
 
@@ -546,7 +561,7 @@ func (q *Quotas) Set(ent QuotaEntity, values map[string]float64) error {
 	if err := q.save(next); err != nil {
 		return err
 	}
-	q.entries.Store(&next)
+	q.store(next)
 	return nil
 }
 

@@ -201,7 +201,7 @@ func (q *Quotas) Active() bool { return q != nil && len(*q.entries.Load()) > 0 }
 // NeedsBody reports whether Check needs the decoded request: controller
 // mutations count partitions.
 func (q *Quotas) NeedsBody(key int16) bool {
-	return isMutationKey(key) && q.Active()
+	return isMutationKey(key) && q.Active() && q.present.Load()&(1<<qtMutation) != 0
 }
 
 func isMutationKey(key int16) bool {
@@ -218,10 +218,14 @@ func (q *Quotas) Check(s *Subject, key, version int16, size int, body kmsg.Reque
 	}
 	now = nowOr(now)
 	m := *q.entries.Load()
+	present := q.present.Load()
 	user := quotaUser(s)
 	charge := func(t quotaType, n int) {
+		if present&(1<<t) == 0 || n <= 0 {
+			return
+		}
 		val, _, tags, ok := resolve(m, quotaTypeKeys[t], user, s.ClientID)
-		if !ok || n <= 0 {
+		if !ok {
 			return
 		}
 		qb := q.lim.get(t, tags, val, now)
@@ -235,7 +239,7 @@ func (q *Quotas) Check(s *Subject, key, version int16, size int, body kmsg.Reque
 	if key == apis.Produce {
 		charge(qtProduce, size)
 	}
-	if isMutationKey(key) && body != nil {
+	if isMutationKey(key) && body != nil && present&(1<<qtMutation) != 0 {
 		q.checkMutation(&v, m, user, s.ClientID, key, version, body, now)
 	}
 	v.Throttle = min(v.Throttle, MaxQuotaThrottle)
@@ -350,7 +354,7 @@ func throttledMutation(body kmsg.Request) kmsg.Response {
 // OnFetch charges Fetch response bytes to consumer_byte_rate and returns
 // the throttle and its rule name.
 func (q *Quotas) OnFetch(s *Subject, n int, now time.Time) (time.Duration, string) {
-	if !q.Active() || n <= 0 {
+	if !q.Active() || n <= 0 || q.present.Load()&(1<<qtFetch) == 0 {
 		return 0, ""
 	}
 	now = nowOr(now)
