@@ -66,7 +66,10 @@ func (a *quotaAnswerer) Answer(_ context.Context, who proxy.Asker, req kmsg.Requ
 		a.refused.add(apis.DescribeClientQuotas, resp.ErrorCode)
 		return resp, nil
 	case *kmsg.AlterClientQuotasRequest:
-		resp := a.q.Alter(r)
+		resp, err := a.q.Alter(r)
+		if err != nil {
+			a.log.Warn("quota_store", who.Addr.String(), "client quotas not stored", "file", a.q.Path(), "err", err)
+		}
 		for _, e := range resp.Entries {
 			a.refused.add(apis.AlterClientQuotas, e.ErrorCode)
 		}

@@ -48,6 +48,7 @@ func scramMechanismNumber(name string) int8 {
 type usersFile struct {
 	path    string
 	servers []*auth.Server
+	log     *lograte.Logger
 	mu      sync.Mutex // serializes alters of the file
 }
 
@@ -70,7 +71,7 @@ func newSCRAMAnswerer(listeners []proxy.ListenerOptions, log *lograte.Logger, re
 		p := ss.s.UsersFile()
 		f := byPath[p]
 		if f == nil {
-			f = &usersFile{path: p}
+			f = &usersFile{path: p, log: log}
 			byPath[p] = f
 		}
 		f.servers = append(f.servers, ss.s)
@@ -134,8 +135,8 @@ func (f *usersFile) describe(req *kmsg.DescribeUserSCRAMCredentialsRequest) *kms
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
 	users, err := f.load()
 	if err != nil {
-		msg := err.Error()
-		resp.ErrorCode, resp.ErrorMessage = kerr.UnknownServerError.Code, &msg
+		f.log.Warn("users_file", "", "SCRAM describe: cannot read the users file", "file", f.path, "err", err)
+		resp.ErrorCode, resp.ErrorMessage = kerr.UnknownServerError.Code, kmsg.StringPtr(usersFileUnreadable)
 		return resp
 	}
 	result := func(name string) kmsg.DescribeUserSCRAMCredentialsResponseResult {
@@ -180,6 +181,10 @@ func (f *usersFile) describe(req *kmsg.DescribeUserSCRAMCredentialsRequest) *kms
 	return resp
 }
 
+// usersFileUnreadable is what a client learns when the users file cannot
+// be read (the path and cause go to the gateway's log only).
+const usersFileUnreadable = "the gateway could not read its users file (see its log)"
+
 // scramOp is one deletion or upsertion of a user's credential.
 type scramOp struct {
 	mech       int8
@@ -210,8 +215,9 @@ func (f *usersFile) alter(req *kmsg.AlterUserSCRAMCredentialsRequest) *kmsg.Alte
 	defer f.mu.Unlock()
 	cur, err := f.load()
 	if err != nil {
+		f.log.Warn("users_file", "", "SCRAM alter: cannot read the users file", "file", f.path, "err", err)
 		for i, name := range order {
-			results[i] = scramResult(name, kerr.UnknownServerError, err.Error())
+			results[i] = scramResult(name, kerr.UnknownServerError, usersFileUnreadable)
 		}
 		resp.Results = results
 		return resp
@@ -227,8 +233,9 @@ func (f *usersFile) alter(req *kmsg.AlterUserSCRAMCredentialsRequest) *kmsg.Alte
 	}
 	if len(applied) > 0 {
 		if err := next.Save(f.path); err != nil {
+			f.log.Warn("users_file", "", "SCRAM alter: cannot write the users file", "file", f.path, "err", err)
 			for _, i := range applied {
-				results[i] = scramResult(order[i], kerr.UnknownServerError, "users file not written: "+err.Error())
+				results[i] = scramResult(order[i], kerr.UnknownServerError, "the gateway could not write its users file (see its log)")
 			}
 		} else {
 			for _, s := range f.servers {

@@ -278,6 +278,18 @@ func TestSCRAMHostileAlters(t *testing.T) {
 	if len(dresp.Results) != 1 || dresp.Results[0].ErrorCode != kerr.DuplicateResource.Code {
 		t.Errorf("describe the same user twice: %+v", dresp.Results)
 	}
+	// A users file broken behind the gateway's back: an error, without
+	// the path or the parse error (those go to the log).
+	if err := os.WriteFile(usersFile, []byte("users: [not, a, map]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dresp, err = kmsg.NewPtrDescribeUserSCRAMCredentialsRequest().RequestWith(ctx, kcl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dresp.ErrorCode != kerr.UnknownServerError.Code || dresp.ErrorMessage == nil || strings.Contains(*dresp.ErrorMessage, usersFile) {
+		t.Errorf("describe with a broken users file: code %d message %v", dresp.ErrorCode, dresp.ErrorMessage)
+	}
 }
 
 // refusals reads tollgate_answer_refusals_total{api,error} from g's registry.

@@ -453,8 +453,11 @@ func matchesFilter(e QuotaEntity, comps []kmsg.DescribeClientQuotasRequestCompon
 // Alter answers AlterClientQuotas (KIP-546): every entry is validated on
 // its own (an invalid entry gets its error, the others still apply);
 // unless validate_only, the valid entries are applied together and
-// written to the state file before the answer.
-func (q *Quotas) Alter(req *kmsg.AlterClientQuotasRequest) *kmsg.AlterClientQuotasResponse {
+// written to the state file before the answer. The error is the state
+// file's, when it could not be written (the entries then carry
+// UNKNOWN_SERVER_ERROR and nothing changed); it is for the gateway's log,
+// not the client.
+func (q *Quotas) Alter(req *kmsg.AlterClientQuotasRequest) (*kmsg.AlterClientQuotasResponse, error) {
 	resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -522,17 +525,17 @@ func (q *Quotas) Alter(req *kmsg.AlterClientQuotasRequest) *kmsg.AlterClientQuot
 		resp.Entries = append(resp.Entries, out)
 	}
 	if len(applied) == 0 {
-		return resp
+		return resp, nil
 	}
 	if err := q.save(next); err != nil {
-		msg := fmt.Sprintf("quota not stored: %v", err)
+		msg := "the gateway could not store the quota (see its log)"
 		for _, i := range applied {
 			resp.Entries[i].ErrorCode, resp.Entries[i].ErrorMessage = kerr.UnknownServerError.Code, &msg
 		}
-		return resp
+		return resp, err
 	}
 	q.store(next)
-	return resp
+	return resp, nil
 }
 
 // Set replaces an entity's quotas (nil or empty values delete it), for

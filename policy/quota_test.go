@@ -127,7 +127,7 @@ func TestQuotaAlterValidation(t *testing.T) {
 		alterEntry([]kmsg.AlterClientQuotasRequestEntryOp{op(QuotaRequestPercentage, 50, false), op(QuotaRequestPercentage, 60, false)}, "client-id", "c"), // 9 duplicate key
 		alterEntry([]kmsg.AlterClientQuotasRequestEntryOp{op(QuotaControllerMutationRate, 2.5, false)}, "user", "<default>", "client-id", "<default>"),     // 10 ok
 	}
-	resp := q.Alter(req)
+	resp, _ := q.Alter(req)
 	if len(resp.Entries) != len(req.Entries) {
 		t.Fatalf("%d results for %d entries", len(resp.Entries), len(req.Entries))
 	}
@@ -154,7 +154,7 @@ func TestQuotaAlterValidation(t *testing.T) {
 	vreq := kmsg.NewPtrAlterClientQuotasRequest()
 	vreq.ValidateOnly = true
 	vreq.Entries = []kmsg.AlterClientQuotasRequestEntry{alterEntry(good, "user", "carol")}
-	if r := q.Alter(vreq); r.Entries[0].ErrorCode != 0 || q.Len() != 2 {
+	if r, _ := q.Alter(vreq); r.Entries[0].ErrorCode != 0 || q.Len() != 2 {
 		t.Fatalf("validate_only: code %d, %d entities", r.Entries[0].ErrorCode, q.Len())
 	}
 	q2, err := OpenQuotas(path)
@@ -170,7 +170,7 @@ func TestQuotaAlterValidation(t *testing.T) {
 	// Removing the last key removes the entity, in the file too.
 	rreq := kmsg.NewPtrAlterClientQuotasRequest()
 	rreq.Entries = []kmsg.AlterClientQuotasRequestEntry{alterEntry([]kmsg.AlterClientQuotasRequestEntryOp{op(QuotaProducerByteRate, 0, true)}, "user", "alice")}
-	if r := q2.Alter(rreq); r.Entries[0].ErrorCode != 0 || q2.Len() != 1 {
+	if r, _ := q2.Alter(rreq); r.Entries[0].ErrorCode != 0 || q2.Len() != 1 {
 		t.Fatalf("remove: code %d, %d entities", r.Entries[0].ErrorCode, q2.Len())
 	}
 	q3, _ := OpenQuotas(path)
