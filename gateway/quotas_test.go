@@ -295,6 +295,44 @@ func TestQuotaControllerMutation(t *testing.T) {
 			if topics.Has("second") {
 				t.Error("the refused topic was created")
 			}
+
+			// Topic by topic within one request, as Kafka: the first topic
+			// puts a fresh budget into debt, the next is refused.
+			res, err = adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+				Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: strp("splitter")}},
+				Ops:    []kadm.AlterClientQuotaOp{{Key: "controller_mutation_rate", Value: 1}}}})
+			if err != nil || res[0].Err != nil {
+				t.Fatalf("alter: %v %v", err, res)
+			}
+			_, split := adminFor(t, g, kgo.ClientID("splitter"), kgo.RetryTimeout(time.Second))
+			req = kmsg.NewPtrCreateTopicsRequest()
+			req.TimeoutMillis = 5000
+			for _, tc := range []struct {
+				name string
+				n    int32
+			}{{"split-a", 30}, {"split-b", 1}} {
+				tp := kmsg.NewCreateTopicsRequestTopic()
+				tp.Topic, tp.NumPartitions, tp.ReplicationFactor = tc.name, tc.n, 1
+				req.Topics = append(req.Topics, tp)
+			}
+			resp, err = req.RequestWith(ctx, split)
+			if err != nil {
+				t.Fatal(err)
+			}
+			codes := map[string]int16{}
+			for _, tp := range resp.Topics {
+				codes[tp.Topic] = tp.ErrorCode
+			}
+			if len(codes) != 2 || codes["split-a"] != 0 || codes["split-b"] != kerr.ThrottlingQuotaExceeded.Code || resp.ThrottleMillis <= 0 {
+				t.Fatalf("split create: %v, throttle %d ms; want split-a created, split-b THROTTLING_QUOTA_EXCEEDED", codes, resp.ThrottleMillis)
+			}
+			topics, err = adm.ListTopics(ctx, "split-a", "split-b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !topics.Has("split-a") || topics.Has("split-b") {
+				t.Errorf("after the split create: split-a %v, split-b %v; want only split-a", topics.Has("split-a"), topics.Has("split-b"))
+			}
 		})
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/time/rate"
 
@@ -31,8 +30,9 @@ import (
 //     README, "Client quotas").
 //   - controller_mutation_rate (KIP-599): partitions created or deleted
 //     per second. CreateTopics v6+, CreatePartitions v3+ and DeleteTopics
-//     v5+ are refused with THROTTLING_QUOTA_EXCEEDED while the budget is
-//     in debt (Kafka's strict quota); older versions are throttled. The
+//     v5+ are decided topic by topic, as Kafka's strict quota: once the
+//     budget is in debt the remaining topics get THROTTLING_QUOTA_EXCEEDED
+//     (quota_mutation.go); older versions are throttled. The
 //     gateway does not know a topic's partition count, so CreateTopics
 //     counts num_partitions (or its assignments; 1 for the broker
 //     default), CreatePartitions and DeleteTopics count 1 per topic.
@@ -185,6 +185,11 @@ type QuotaVerdict struct {
 	// Response, when set, is the complete answer: the request is refused
 	// with THROTTLING_QUOTA_EXCEEDED (KIP-599) and must not be forwarded.
 	Response kmsg.Response
+	// Forward and Merge, when set, refuse some topics only: Forward is the
+	// request with the others, Merge adds the refused topics' errors to
+	// its response (as policy's Partial verdict).
+	Forward kmsg.Request
+	Merge   func(kmsg.Response)
 }
 
 // quotaUser is the user entity name of a subject.
@@ -247,108 +252,6 @@ func (q *Quotas) Check(s *Subject, key, version int16, size int, body kmsg.Reque
 		SetThrottle(v.Response, v.Throttle)
 	}
 	return v
-}
-
-// checkMutation applies controller_mutation_rate (KIP-599).
-func (q *Quotas) checkMutation(v *QuotaVerdict, m map[QuotaEntity]map[string]float64, user, clientID string, key, version int16, body kmsg.Request, now time.Time) {
-	val, _, tags, ok := resolve(m, QuotaControllerMutationRate, user, clientID)
-	if !ok || mutationValidateOnly(body) {
-		return
-	}
-	n := mutationCount(body)
-	if n == 0 {
-		return
-	}
-	qb := q.lim.get(qtMutation, tags, val, now)
-	strict := key == apis.CreateTopics && version >= 6 || key == apis.CreatePartitions && version >= 3 || key == apis.DeleteTopics && version >= 5
-	if strict {
-		qb.b.mu.Lock()
-		tokens := qb.lim.TokensAt(now)
-		qb.b.mu.Unlock()
-		if tokens < 0 {
-			d := time.Duration(-tokens / float64(qb.lim.Limit()) * float64(time.Second))
-			v.Throttle, v.Rule = max(v.Throttle, d), quotaRule[qtMutation]
-			v.Response = throttledMutation(body)
-			return
-		}
-	}
-	if d := qb.b.take(qb.lim, n, now); d > v.Throttle {
-		v.Throttle, v.Rule = d, quotaRule[qtMutation]
-	}
-}
-
-func mutationValidateOnly(body kmsg.Request) bool {
-	switch r := body.(type) {
-	case *kmsg.CreateTopicsRequest:
-		return r.ValidateOnly
-	case *kmsg.CreatePartitionsRequest:
-		return r.ValidateOnly
-	}
-	return false
-}
-
-// mutationCount is the partitions a request creates or deletes, as far
-// as the gateway can tell (see the package comment above).
-func mutationCount(body kmsg.Request) int {
-	n := 0
-	switch r := body.(type) {
-	case *kmsg.CreateTopicsRequest:
-		for _, t := range r.Topics {
-			switch {
-			case t.NumPartitions > 0:
-				n += int(t.NumPartitions)
-			case len(t.ReplicaAssignment) > 0:
-				n += len(t.ReplicaAssignment)
-			default:
-				n++
-			}
-		}
-	case *kmsg.CreatePartitionsRequest:
-		n = len(r.Topics)
-	case *kmsg.DeleteTopicsRequest:
-		n = max(len(r.Topics), len(r.TopicNames))
-	}
-	return n
-}
-
-// throttledMutation answers a mutation request with
-// THROTTLING_QUOTA_EXCEEDED for every topic.
-func throttledMutation(body kmsg.Request) kmsg.Response {
-	code := kerr.ThrottlingQuotaExceeded.Code
-	msg := "The throttling quota has been exceeded."
-	switch r := body.(type) {
-	case *kmsg.CreateTopicsRequest:
-		resp := r.ResponseKind().(*kmsg.CreateTopicsResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewCreateTopicsResponseTopic()
-			rt.Topic, rt.ErrorCode, rt.ErrorMessage = t.Topic, code, &msg
-			rt.NumPartitions, rt.ReplicationFactor = -1, -1
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp
-	case *kmsg.CreatePartitionsRequest:
-		resp := r.ResponseKind().(*kmsg.CreatePartitionsResponse)
-		for _, t := range r.Topics {
-			rt := kmsg.NewCreatePartitionsResponseTopic()
-			rt.Topic, rt.ErrorCode, rt.ErrorMessage = t.Topic, code, &msg
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp
-	case *kmsg.DeleteTopicsRequest:
-		resp := r.ResponseKind().(*kmsg.DeleteTopicsResponse)
-		for _, name := range r.TopicNames {
-			rt := kmsg.NewDeleteTopicsResponseTopic()
-			rt.Topic, rt.ErrorCode, rt.ErrorMessage = kmsg.StringPtr(name), code, &msg
-			resp.Topics = append(resp.Topics, rt)
-		}
-		for _, t := range r.Topics {
-			rt := kmsg.NewDeleteTopicsResponseTopic()
-			rt.Topic, rt.TopicID, rt.ErrorCode, rt.ErrorMessage = t.Topic, t.TopicID, code, &msg
-			resp.Topics = append(resp.Topics, rt)
-		}
-		return resp
-	}
-	return nil
 }
 
 // OnFetch charges Fetch response bytes to consumer_byte_rate and returns

@@ -3,6 +3,8 @@ package proxy
 import (
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/tollgate-kafka/tollgate/apis"
 	"github.com/tollgate-kafka/tollgate/wire"
 )
@@ -12,7 +14,9 @@ import (
 // their throttle exactly as a rate rule's (KIP-219: throttle_time_ms in
 // the answer, then the connection is muted; counted under the rule name
 // "quota:<key>"). A controller mutation over a strict quota (KIP-599) is
-// answered here with THROTTLING_QUOTA_EXCEEDED and not forwarded. With no
+// refused topic by topic with THROTTLING_QUOTA_EXCEEDED: answered here
+// when every topic is, else the others are forwarded and the refused
+// ones merged into the answer. With no
 // quota set it costs one atomic load.
 func (s *session) stageQuota(r *request) (bool, error) {
 	q := s.srv.opts.Quotas
@@ -49,6 +53,18 @@ func (s *session) stageQuota(r *request) (bool, error) {
 		if v.Throttle > r.j.throttle {
 			r.j.throttle, r.j.rule, r.obs.rule = v.Throttle, v.Rule, v.Rule
 		}
+	}
+	if v.Forward != nil && r.j.forward == nil && r.j.merge == nil {
+		// Some topics refused (KIP-599, topic by topic): forward the
+		// others and add the refused ones' errors to the answer, as a
+		// policy Partial verdict does. (Policy never splits these keys; if
+		// it had, the request would go on whole.)
+		f := kmsg.NewRequestFormatter() // a null client id
+		if !h.ClientIDNull {
+			f = kmsg.NewRequestFormatter(kmsg.FormatterClientID(string(h.ClientID)))
+		}
+		r.j.forward = f.AppendRequest(nil, v.Forward, h.Correlation)
+		r.j.merge = v.Merge
 	}
 	if v.Response == nil {
 		return false, nil
