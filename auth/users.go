@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -329,4 +330,101 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 		d.Close()
 	}
 	return nil
+}
+
+// Clone returns a copy of the users that can be changed without touching
+// u (credentials are immutable once built and are shared).
+func (u *Users) Clone() *Users {
+	c := NewUsers()
+	for name, creds := range u.users {
+		m := make(map[string]Credential, len(creds))
+		for mech, cr := range creds {
+			m[mech] = cr
+		}
+		c.users[name] = m
+	}
+	return c
+}
+
+// Has reports whether a user has any credential.
+func (u *Users) Has(name string) bool { return len(u.users[name]) > 0 }
+
+// CredentialFromSalted builds a SCRAM credential from a salted password
+// (RFC 5802: SaltedPassword = Hi(password, salt, i)), what
+// AlterUserScramCredentials carries (KIP-554) instead of the password.
+func CredentialFromSalted(mech string, salt, saltedPassword []byte, iterations int) (Credential, error) {
+	h, ok := scramHashes[mech]
+	switch {
+	case !ok:
+		return Credential{}, fmt.Errorf("unknown SCRAM mechanism %q", mech)
+	case iterations < MinIterations || iterations > MaxIterations:
+		return Credential{}, fmt.Errorf("iterations %d out of range %d-%d", iterations, MinIterations, MaxIterations)
+	case len(salt) == 0:
+		return Credential{}, errors.New("empty salt")
+	case len(saltedPassword) == 0:
+		return Credential{}, errors.New("empty salted password")
+	}
+	clientKey := hmacSum(h, saltedPassword, "Client Key")
+	sum := h()
+	sum.Write(clientKey)
+	return Credential{
+		Salt:       slices.Clone(salt),
+		Iterations: iterations,
+		StoredKey:  sum.Sum(nil),
+		ServerKey:  hmacSum(h, saltedPassword, "Server Key"),
+	}, nil
+}
+
+// CheckUserName reports why a name cannot be a user in a users file (nil
+// if it can).
+func CheckUserName(name string) error { return checkUserName(name) }
+
+// SetCredential adds or replaces one mechanism's credential of a user,
+// keeping the user's other mechanisms.
+func (u *Users) SetCredential(name, mech string, c Credential) error {
+	if err := checkUserName(name); err != nil {
+		return err
+	}
+	if _, ok := scramHashes[mech]; !ok {
+		return fmt.Errorf("unknown SCRAM mechanism %q", mech)
+	}
+	if u.users[name] == nil {
+		u.users[name] = map[string]Credential{}
+	}
+	u.users[name][mech] = c
+	return nil
+}
+
+// RemoveCredential deletes one mechanism's credential of a user (the
+// user goes when it was the last) and reports whether it existed.
+func (u *Users) RemoveCredential(name, mech string) bool {
+	if _, ok := u.users[name][mech]; !ok {
+		return false
+	}
+	delete(u.users[name], mech)
+	if len(u.users[name]) == 0 {
+		delete(u.users, name)
+	}
+	return true
+}
+
+// UsersFile is the users file the server reads ("" when it has none).
+func (s *Server) UsersFile() string {
+	if s.users == nil || len(s.users.paths) == 0 {
+		return ""
+	}
+	return s.users.paths[0]
+}
+
+// UsersChanged makes the next SASL exchange check the users file at once
+// instead of up to a second later: the gateway calls it after it wrote
+// the file itself (AlterUserScramCredentials), so a login with the new
+// password works as soon as the answer is out.
+func (s *Server) UsersChanged() {
+	if s.users == nil {
+		return
+	}
+	s.users.mu.Lock()
+	s.users.lastCheck = time.Time{}
+	s.users.mu.Unlock()
 }

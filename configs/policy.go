@@ -69,6 +69,14 @@ type Policy struct {
 	// allow.everyone.if.no.acl.found; default false, as Kafka's).
 	AllowEveryoneIfNoACLFound bool `yaml:"allow_everyone_if_no_acl_found,omitempty"`
 
+	// Client quotas (KIP-546; quota.go): Quotas is off, enforce or
+	// upstream ("" = enforce with the built-in broker, upstream with an
+	// upstream); QuotasFile is where enforce keeps them (default
+	// <data_dir>/tollgate-quotas.json with the built-in broker; required
+	// with an upstream). Both need a restart to change.
+	Quotas     string `yaml:"quotas,omitempty"`
+	QuotasFile string `yaml:"quotas_file,omitempty"`
+
 	// Source is the file the policy was read from ("" when built in
 	// code), for warnings that name a line; not configuration (Changed
 	// skips it).
@@ -415,6 +423,7 @@ func (v *validator) policy() {
 		v.errf("policy.default", p.Default, "%q: want allow or deny", p.Default)
 	}
 	v.policyACLs()
+	v.quotas() // quota.go
 	listeners := v.c.listenerNames()
 	for i, name := range p.HideDeniedAPIs {
 		if !listeners[name] {

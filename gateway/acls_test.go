@@ -762,3 +762,35 @@ func TestACLsInvalidRequests(t *testing.T) {
 		t.Errorf("the store holds %v, want the one valid ACL", got)
 	}
 }
+
+// TestGatewayStoresAnswerTogether: with ACLs enforced, the quota store
+// and the SCRAM credentials (users file) of the built-in broker's
+// gateway answer too: the three stores' answerers are installed side by
+// side, none replacing another.
+func TestGatewayStoresAnswerTogether(t *testing.T) {
+	w := newACLWorld(t, "builtin", "enforce")
+	ctx := ctxFor(t)
+	adm := kadm.NewClient(w.client("admin"))
+	createACLs(t, ctx, adm, kadm.NewACLs().Allow("User:alice").Topics("orders").Operations(kadm.OpWrite))
+	if got := describeAll(t, ctx, adm); len(got) != 1 {
+		t.Fatalf("ACLs described: %v, want the one created", got)
+	}
+	rate := 1048576.0
+	if _, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "user", Name: kadm.StringPtr("alice")}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: rate}},
+	}}); err != nil {
+		t.Fatalf("alter quotas: %v", err)
+	}
+	qs, err := adm.DescribeClientQuotas(ctx, false, []kadm.DescribeClientQuotaComponent{{Type: "user", MatchName: kadm.StringPtr("alice")}})
+	if err != nil || len(qs) != 1 || len(qs[0].Values) != 1 || qs[0].Values[0].Value != rate {
+		t.Fatalf("quotas described: %+v, %v", qs, err)
+	}
+	users, err := adm.DescribeUserSCRAMs(ctx, "alice")
+	if err != nil {
+		t.Fatalf("describe SCRAM users: %v", err)
+	}
+	if u, ok := users["alice"]; !ok || u.Err != nil || len(u.CredInfos) == 0 {
+		t.Fatalf("SCRAM user alice: %+v", users)
+	}
+}

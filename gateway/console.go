@@ -133,7 +133,7 @@ func (g *Gateway) mountConsole(a *metrics.AdminServer) error {
 	}
 	c, err := webui.New(webui.Options{
 		Gateway: g.Server, Mode: mode, Upstream: upstream, Metrics: g.Registry, Tap: g.Trail,
-		Policy: g.policy.snapshot, Kafka: g.consoleKafka(), Actions: g.cfg.Admin.UI.Actions,
+		Policy: g.policyPage, Kafka: g.consoleKafka(), Actions: g.cfg.Admin.UI.Actions, // policyPage: quotas.go
 		Stop: a.Stopping(), Log: g.log, Refused: func(r *http.Request, err error) {
 			a.Refused(metrics.RefusedAction, r, "console action refused", "origin", r.Header.Get("Origin"), "err", err)
 		},

@@ -20,7 +20,9 @@ import (
 	"github.com/tollgate-kafka/tollgate/auth"
 	"github.com/tollgate-kafka/tollgate/broker"
 	"github.com/tollgate-kafka/tollgate/configs"
+	"github.com/tollgate-kafka/tollgate/lograte"
 	"github.com/tollgate-kafka/tollgate/metrics"
+	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/proxy"
 	"github.com/tollgate-kafka/tollgate/webui"
 )
@@ -39,6 +41,7 @@ type Gateway struct {
 	admin        *metrics.AdminServer
 	console      *webui.Console // nil unless the admin server serves /ui/
 	policy       policyState
+	quotas       *policy.Quotas // client quotas the gateway keeps (quotas.go); nil unless policy.quotas is enforce
 	closeBackend func()
 	newDataDir   string // created by Open for the built-in broker; removed if the start fails (datadir.go)
 }
@@ -118,6 +121,19 @@ func Open(plan *Plan, log *slog.Logger, opts ...Option) (*Gateway, error) {
 		return nil, err
 	}
 	g.Broker, g.closeBackend = b, closeBackend
+	if g.quotas, err = openQuotas(cfg, log); err != nil { // quotas.go
+		g.closeBackend()
+		trail.Close()
+		return nil, err
+	}
+	popts.Quotas = g.quotas
+	alog := lograte.New(log, lograte.Options{}) // the answerers' alter lines (client-triggered)
+	closeBackend = g.closeBackend
+	g.closeBackend = func() { closeBackend(); alog.Close() }
+	refused := newAnswerRefusals(g.Registry)
+	// After the ACL store's (plan.go, acls.go): quotas.go, scram.go.
+	popts.Answerer = withAnswerer(popts.Answerer, newQuotaAnswerer(g.quotas, alog, refused))
+	popts.Answerer = withAnswerer(popts.Answerer, newSCRAMAnswerer(popts.Listeners, alog, refused))
 	popts.Audit = trail
 	if !st.noMetrics {
 		popts.Hooks = g.Metrics

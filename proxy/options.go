@@ -10,6 +10,7 @@ import (
 
 	"github.com/tollgate-kafka/tollgate/audit"
 	"github.com/tollgate-kafka/tollgate/configs"
+	"github.com/tollgate-kafka/tollgate/policy"
 )
 
 // Options is the gateway's runtime plan, built once by cmd from the
@@ -49,6 +50,10 @@ type Options struct {
 	// Answerer, if set, answers the keys it takes in the gateway itself,
 	// for either backend (answer.go).
 	Answerer Answerer
+
+	// Quotas, if set, are the client quotas the gateway enforces
+	// (quota_stage.go); nil or empty enforces none.
+	Quotas *policy.Quotas
 
 	MaxFrameBytes        int32
 	MaxPreauthFrameBytes int32 // frame limit before SASL authentication completes

@@ -358,6 +358,8 @@ func (s *session) waitMuted() error {
 		return nil
 	case <-s.closed:
 		return net.ErrClosed
+	case <-s.drained: // a drain stops at this frame boundary, mute or not
+		return nil
 	}
 }
 
@@ -391,6 +393,9 @@ func (s *session) chargeFetchBytes() {
 	n := s.fetchBytes.Swap(0)
 	if n == 0 {
 		return
+	}
+	if d, rule := s.srv.opts.Quotas.OnFetch(&s.subj, int(n), time.Now()); d > 0 {
+		s.fetchThrottled(d, rule) // consumer_byte_rate (quota_stage.go)
 	}
 	eng := s.srv.policy.Load()
 	if eng == nil {

@@ -108,6 +108,7 @@ type session struct {
 	reason    closeReason
 	closeErr  error
 	closed    chan struct{}
+	drained   chan struct{} // closed by drain: a muted read loop stops waiting (policy_stage.go waitMuted)
 
 	cur request // the read loop's request value, reused frame to frame (stages.go)
 
@@ -169,6 +170,7 @@ func newSession(s *Server, l *listener, c net.Conn, node int32) *session {
 		remote:  c.RemoteAddr().String(),
 		queue:   make(chan *pending, s.opts.MaxInFlight),
 		closed:  make(chan struct{}),
+		drained: make(chan struct{}),
 		mapper:  mapper{srv: s, l: l},
 		started: time.Now(),
 	}
@@ -359,6 +361,9 @@ func (s *session) noisyKey() string {
 func (s *session) drain() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.draining {
+		close(s.drained)
+	}
 	s.draining = true
 	if s.idle {
 		s.connMu.Lock()

@@ -36,6 +36,7 @@ var readStages = [...]readStage{
 	{"acks", (*session).stageAcks},                     // Produce acks=0 takes no slot
 	{"audit", (*session).stageAudit},                   // the audit record; strict mode refuses what it cannot record
 	{"policy", (*session).stagePolicy},                 // deny in the slot, partial rewrite, throttle
+	{"quota", (*session).stageQuota},                   // client quotas (KIP-546): throttle, KIP-599 refusal (quota_stage.go)
 	{"decode", (*session).stageDecode},                 // bodies a full audit record or ApiVersions v3+ needs
 	{"observe", (*session).stageObserve},               // client software name, pass-through SASL user
 	{"entry", (*session).stageEntry},                   // the queue entry that will carry the response

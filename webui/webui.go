@@ -89,6 +89,17 @@ type PolicyState struct {
 	LastReload time.Time  `json:"last_reload"` // zero: never reloaded since start
 	LastResult string     `json:"last_result"` // "ok", or the error
 	Loaded     time.Time  `json:"loaded"`      // when the rules in force were installed
+	// QuotaMode is policy.quotas (off, enforce, upstream); Quotas are the
+	// client quotas the gateway keeps (enforce only), by entity.
+	QuotaMode string      `json:"quota_mode,omitempty"`
+	Quotas    []QuotaInfo `json:"quotas,omitempty"`
+}
+
+// QuotaInfo is one quota entity (KIP-546) and its values.
+type QuotaInfo struct {
+	User     string `json:"user"`      // "" not part of the entity, "<default>" the default
+	ClientID string `json:"client_id"` // likewise
+	Values   string `json:"values"`    // key=value ...
 }
 
 // RuleInfo is one rule as configured, with its hit counters from metrics.

@@ -39,7 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return tapCmd(args[1:], stdout, stderr)
 		case "users":
 			return usersCmd(args[1:], stdout, stderr)
-		case "topic", "produce", "consume", "group", "cluster", "metadata", "acl":
+		case "topic", "produce", "consume", "group", "cluster", "metadata", "acl", "quota", "user":
 			return consoleCmd(args[0], args[1:], stdout, stderr)
 		case "version", "--version":
 			fmt.Fprintln(stdout, versionString())
@@ -84,6 +84,12 @@ func consoleCmd(name string, args []string, stdout, stderr io.Writer) int {
 		return console.Cluster(ctx, args, std)
 	case "acl":
 		return console.ACL(ctx, args, std)
+	case "quota":
+		return console.Quota(ctx, args, std) // console/quota.go
+	case "user":
+		// console/user.go; the prompt is users.go's.
+		console.PromptPassword = func(name string) (string, error) { return readPassword(name, false, os.Stdin, stderr) }
+		return console.User(ctx, args, std)
 	}
 	return console.Group(ctx, args, std)
 }
@@ -105,12 +111,15 @@ commands:
   acl           list, create, delete ACLs: tollgate acl create --principal User:alice --operation read --topic orders
   tap           live traffic from a running gateway's admin server
   users         SASL users file: tollgate users add alice --file users.yaml
+  quota         client quotas over the Kafka API: tollgate quota set --user alice producer_byte_rate=1048576
+  user          SCRAM credentials over the Kafka API: tollgate user set alice
   bench         moved: the benchmarks are the tollgate-bench command (see README)
   version       the module version and VCS revision of this binary
   help          this text
 
 Every command takes -h for its flags and examples. The console commands
-(topic, produce, consume, group, cluster, acl) take -b/--brokers (default:
+(topic, produce, consume, group, cluster, acl, quota,
+user) take -b/--brokers (default:
 $TOLLGATE_BROKERS, the profile's brokers, or 127.0.0.1:9092), --profile
 (default: $TOLLGATE_PROFILE or ~/.config/tollgate/console.yaml), --tls-*,
 --sasl-* and --format text|json|yaml, and exit 0 on success, 1 when the
