@@ -52,12 +52,19 @@ func TestRefusalsLogRateLimited(t *testing.T) {
 		}
 		conn.Close()
 	}
-	if refused := refusedTotal(t, reg, "max_connections_per_address"); refused != refusals {
+	// The refusal is counted around the close the client saw: wait for
+	// the last one rather than read the counter once.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var refused float64
+	waitFor(t, ctx, "every refusal counted", func() bool {
+		refused = refusedTotal(t, reg, "max_connections_per_address")
+		return refused >= refusals
+	})
+	if refused != refusals {
 		t.Fatalf("tollgate_connections_refused_total = %v, want %d", refused, refusals)
 	}
 	held.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
