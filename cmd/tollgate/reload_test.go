@@ -271,7 +271,16 @@ func TestReloadAppliesOrNamesRestart(t *testing.T) {
 		t.Fatal("a second connection was served with max_connections: 1")
 	}
 	over.Close()
-	if got := scrape(t, admin, `tollgate_connections_refused_total{listener="default",reason="max_connections"}`); len(got) != 1 || strings.HasSuffix(got[0], " 0") {
+	// The gateway closes a refused socket, then counts it: poll.
+	var got []string
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		got = scrape(t, admin, `tollgate_connections_refused_total{listener="default",reason="max_connections"}`)
+		if len(got) == 1 && !strings.HasSuffix(got[0], " 0") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(got) != 1 || strings.HasSuffix(got[0], " 0") {
 		t.Errorf("refusals counted: %q", got)
 	}
 
