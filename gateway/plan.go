@@ -97,6 +97,10 @@ func (p *Plan) withPolicy(cfg *configs.Config, prev *policy.Engine) (*Plan, erro
 	eng = p.withACLs(eng, cfg) // acls.go
 	c := *p.Config
 	c.Policy = cfg.Policy
+	// The stores' modes and files stay as opened (restartPolicy,
+	// reload.go): what still differs from the file is pending a restart.
+	run := p.Config.Policy
+	c.Policy.ACLs, c.Policy.ACLsFile, c.Policy.Quotas, c.Policy.QuotasFile = run.ACLs, run.ACLsFile, run.Quotas, run.QuotasFile
 	next := *p
 	next.Config, next.Policy, next.Warnings = &c, eng, warnings
 	return &next, nil

@@ -43,6 +43,11 @@ var liveLimits = []string{
 	"limits.auth_lockout",
 }
 
+// restartPolicy are the policy fields a reload does not apply: the ACL
+// and quota stores are opened once, at start (acls.go, quotas.go), in
+// the mode and from the file the configuration named then.
+var restartPolicy = []string{"policy.acls", "policy.acls_file", "policy.quotas", "policy.quotas_file"}
+
 // Change is one field a new configuration changes from the running one.
 type Change struct {
 	Field string // YAML path, as configs.Changed names it
@@ -64,6 +69,8 @@ func Changes(running, next *configs.Config) []Change {
 // change to field (a path configs.Changed returned).
 func liveOnReload(field string, running, next *configs.Config) bool {
 	switch {
+	case slices.Contains(restartPolicy, field):
+		return false
 	case under(field, "policy"), slices.Contains(liveLimits, field), under(field, "audit.filter"):
 		return true
 	case field == "audit.level":

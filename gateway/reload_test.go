@@ -252,3 +252,37 @@ func TestReloadUnderTraffic(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadStoreModesNeedRestart: the ACL and quota stores are opened
+// at start; a reload that changes their mode or file leaves them as they
+// run, says so (pending, not applied), and enforces no ACL it did not
+// open, while the super users, which the running store takes, apply.
+func TestReloadStoreModesNeedRestart(t *testing.T) {
+	dir := t.TempDir()
+	head := "listeners: [{ listen: \"127.0.0.1:0\" }]\nbroker: { data_dir: " + filepath.Join(dir, "data") + " }\n"
+	g := startFrom(t, head+"policy: { acls: off, quotas: off }\n")
+	next := head + `policy: { acls: enforce, acls_file: ` + filepath.Join(dir, "acls.json") + `, quotas: enforce, quotas_file: ` + filepath.Join(dir, "q.json") + `, super_users: ["User:admin"] }` + "\n"
+	cfg, err := configs.Parse([]byte(next), "next.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := map[string]bool{}
+	for _, c := range Changes(g.plan.Load().Config, cfg) {
+		live[c.Field] = c.Live
+	}
+	for _, f := range []string{"policy.acls", "policy.acls_file", "policy.quotas", "policy.quotas_file"} {
+		if l, ok := live[f]; !ok || l {
+			t.Errorf("%s: changed %v, live %v; want a change that needs a restart", f, ok, l)
+		}
+	}
+	if !live["policy.super_users"] {
+		t.Errorf("policy.super_users is not applied on reload: %v", live)
+	}
+	left := reloadTo(t, g, next)
+	if want := []string{"policy.acls", "policy.acls_file", "policy.quotas", "policy.quotas_file"}; !slices.Equal(left, want) {
+		t.Errorf("pending after the reload: %q, want %q", left, want)
+	}
+	if g.ACLs() != nil || g.plan.Load().Config.ACLMode() != configs.ACLsOff {
+		t.Errorf("the reload claims ACLs it did not open: store %v, mode %q", g.ACLs(), g.plan.Load().Config.ACLMode())
+	}
+}
