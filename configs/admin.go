@@ -69,8 +69,8 @@ func (v *validator) adminUI() {
 	if !v.c.Admin.ConsoleOn() {
 		return
 	}
-	if typ, name, ok := strings.Cut(u.Principal, ":"); !ok || typ == "" || name == "" || strings.TrimSpace(u.Principal) != u.Principal {
-		v.errf("admin.ui.principal", u.Principal, "%q is not a principal: want Type:name, as Kafka writes them (default %s)", u.Principal, DefaultConsolePrincipal)
+	if typ, name, ok := strings.Cut(u.Principal, ":"); !ok || typ != "User" || name == "" || strings.TrimSpace(u.Principal) != u.Principal {
+		v.errf("admin.ui.principal", u.Principal, "%q is not a user principal: want User:name, as Kafka writes them (default %s)", u.Principal, DefaultConsolePrincipal)
 	}
 	for i, l := range v.c.Listeners {
 		if l.Name == ConsoleListener {

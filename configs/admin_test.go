@@ -82,9 +82,10 @@ func TestAdminUIPrincipal(t *testing.T) {
 	}
 	for yaml, want := range map[string]string{
 		"admin: { ui: { principal: \"\" } }\n":        "admin.ui.principal",
-		"admin: { ui: { principal: ops } }\n":         "want Type:name",
-		"admin: { ui: { principal: \"User:\" } }\n":   "want Type:name",
-		"admin: { ui: { principal: \" User:x\" } }\n": "want Type:name",
+		"admin: { ui: { principal: ops } }\n":         "want User:name",
+		"admin: { ui: { principal: \"User:\" } }\n":   "want User:name",
+		"admin: { ui: { principal: \" User:x\" } }\n": "want User:name",
+		"admin: { ui: { principal: \"Group:x\" } }\n": "want User:name",
 		"listeners: [{ name: admin }]\n":              "the web console's in-process listener",
 		"admin: { listen: off }\n" + rule:             `no listener is named "admin"`,
 		"admin: { ui: { enabled: false } }\n" + rule:  `no listener is named "admin"`,

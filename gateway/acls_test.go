@@ -22,6 +22,7 @@ import (
 
 	"github.com/tollgate-kafka/tollgate/auth"
 	"github.com/tollgate-kafka/tollgate/configs"
+	"github.com/tollgate-kafka/tollgate/proxy"
 )
 
 // aclWorld is a gateway with a SASL PLAIN listener (users admin, alice,
@@ -792,5 +793,27 @@ func TestGatewayStoresAnswerTogether(t *testing.T) {
 	}
 	if u, ok := users["alice"]; !ok || u.Err != nil || len(u.CredInfos) == 0 {
 		t.Fatalf("SCRAM user alice: %+v", users)
+	}
+}
+
+// TestACLsGovernTheConsole: the web console's principal (admin.ui.principal,
+// "User:tollgate-console") is what an ACL names: refused until an ACL
+// grants it CREATE, allowed after.
+func TestACLsGovernTheConsole(t *testing.T) {
+	w := newACLWorld(t, "builtin", "enforce")
+	ctx := ctxFor(t)
+	seed, dial := w.g.Server.ConsoleDialer(proxy.ConsoleOptions{Name: configs.ConsoleListener, Principal: configs.DefaultConsolePrincipal})
+	console, err := kgo.NewClient(kgo.SeedBrokers(seed), kgo.Dialer(dial), kgo.RetryTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(console.Close)
+	cadm := kadm.NewClient(console)
+	if _, err := cadm.CreateTopic(ctx, 1, 1, nil, "from-console"); !errors.Is(err, kerr.TopicAuthorizationFailed) && !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("the console creates a topic with no ACL for it: %v, want an authorization failure", err)
+	}
+	createACLs(t, ctx, kadm.NewClient(w.client("admin")), kadm.NewACLs().Allow(configs.DefaultConsolePrincipal).Clusters().Operations(kadm.OpCreate))
+	if _, err := cadm.CreateTopic(ctx, 1, 1, nil, "from-console"); err != nil {
+		t.Fatalf("the console creates a topic with CREATE granted to %s: %v", configs.DefaultConsolePrincipal, err)
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -42,8 +43,12 @@ const ConsoleHost = "tollgate-console"
 
 // ConsoleOptions names the console listener and who its sessions are.
 type ConsoleOptions struct {
-	Name      string // the listener name (configs.ConsoleListener)
-	Principal string // every session's principal (admin.ui.principal)
+	Name string // the listener name (configs.ConsoleListener)
+	// Principal is every session's principal (admin.ui.principal,
+	// "User:name"); sessions carry the name alone, as a SASL user's or a
+	// mapped certificate's (policy rules match it, the ACL store adds
+	// "User:").
+	Principal string
 }
 
 // consoleListener marks a listener as the in-process console listener.
@@ -74,7 +79,7 @@ func (consoleConn) LocalAddr() net.Addr  { return consoleAddr{} }
 // the console's Kafka client.
 func (s *Server) ConsoleDialer(o ConsoleOptions) (seed string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) {
 	l := &listener{srv: s, opts: ListenerOptions{Name: o.Name}, host: ConsoleHost,
-		brokers: make(map[int32]net.Listener), console: &consoleListener{principal: o.Principal}}
+		brokers: make(map[int32]net.Listener), console: &consoleListener{principal: strings.TrimPrefix(o.Principal, "User:")}}
 	return net.JoinHostPort(ConsoleHost, "0"), func(ctx context.Context, _, addr string) (net.Conn, error) {
 		node, err := s.consoleNode(addr)
 		if err != nil {

@@ -59,8 +59,8 @@ func TestConsoleListener(t *testing.T) {
 	for _, ci := range srv.Connections() {
 		if ci.Listener == "admin" {
 			admin = append(admin, ci)
-			if ci.Principal != "User:console-test" || ci.Remote != "in-process:console" {
-				t.Errorf("console connection %+v: want principal User:console-test from in-process:console", ci)
+			if ci.Principal != "console-test" || ci.Remote != "in-process:console" {
+				t.Errorf("console connection %+v: want principal console-test from in-process:console", ci)
 			}
 		}
 	}

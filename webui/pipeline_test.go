@@ -157,7 +157,7 @@ const consolePolicy = `
 policy:
   rules:
     - name: console-no-denied
-      match: { listener: admin, principal: "User:ops-console", api: [CreateTopics], topic: { prefix: [denied-] } }
+      match: { listener: admin, principal: ops-console, api: [CreateTopics], topic: { prefix: [denied-] } }
       action: deny
 `
 
@@ -223,7 +223,7 @@ audit: { level: full, sink: { file: `+auditFile+` } }
 			})
 			for topic, want := range map[string]string{"denied-http": "denied", "denied-browser": "denied", "allowed-browser": "forwarded"} {
 				rec := findAudit(recs, topic)
-				if rec["listener"] != "admin" || rec["principal"] != "User:ops-console" || rec["decision"] != want || rec["client_id"] != "tollgate-webui" {
+				if rec["listener"] != "admin" || rec["principal"] != "ops-console" || rec["decision"] != want || rec["client_id"] != "tollgate-webui" {
 					t.Errorf("audit record of CreateTopics %s: %v; want listener admin, principal User:ops-console, decision %s", topic, rec, want)
 				}
 				if want == "denied" && rec["rule"] != "console-no-denied" {
@@ -265,7 +265,7 @@ admin: { listen: "127.0.0.1:0", ui: { actions: true } }
 audit: { level: full, sink: { file: `+auditFile+` } }
 policy:
   rules:
-    - { name: console-no-commit, match: { principal: "User:tollgate-console", api: [OffsetCommit], group: frozen }, action: deny }
+    - { name: console-no-commit, match: { principal: tollgate-console, api: [OffsetCommit], group: frozen }, action: deny }
 `)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -304,7 +304,7 @@ policy:
 	})
 	for grp, want := range map[string]string{"frozen": "denied", "thawed": "forwarded"} {
 		for _, rec := range commits(recs, grp) {
-			if rec["listener"] != "admin" || rec["principal"] != "User:tollgate-console" || rec["decision"] != want {
+			if rec["listener"] != "admin" || rec["principal"] != "tollgate-console" || rec["decision"] != want {
 				t.Errorf("OffsetCommit of %s: %v, want listener admin, the default principal, %s", grp, rec, want)
 			}
 		}
