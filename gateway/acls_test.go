@@ -817,3 +817,39 @@ func TestACLsGovernTheConsole(t *testing.T) {
 		t.Fatalf("the console creates a topic with CREATE granted to %s: %v", configs.DefaultConsolePrincipal, err)
 	}
 }
+
+// TestStoreAltersNeedASuperUser: with policy.acls off and super users
+// named, only a super user alters SCRAM credentials or client quotas
+// through the gateway; another authenticated user is refused per entry
+// with CLUSTER_AUTHORIZATION_FAILED and nothing changes.
+func TestStoreAltersNeedASuperUser(t *testing.T) {
+	w := newACLWorld(t, "builtin", "off")
+	ctx := ctxFor(t)
+	alice, admin := kadm.NewClient(w.client("alice")), kadm.NewClient(w.client("admin"))
+	del := kadm.DeleteSCRAM{User: "admin", Mechanism: kadm.ScramSha512}
+	res, err := alice.AlterUserSCRAMs(ctx, []kadm.DeleteSCRAM{del}, nil) // kadm returns the user's error as well
+	if r := res["admin"]; !errors.Is(err, kerr.ClusterAuthorizationFailed) && !errors.Is(r.Err, kerr.ClusterAuthorizationFailed) {
+		t.Fatalf("alice deletes admin's SCRAM credential: %+v, %v, want CLUSTER_AUTHORIZATION_FAILED", r, err)
+	}
+	if users, err := admin.DescribeUserSCRAMs(ctx, "admin"); err != nil || len(users["admin"].CredInfos) == 0 {
+		t.Fatalf("admin's credential after alice's refused delete: %+v, %v", users, err)
+	}
+	quota := []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "user"}}, // the default user: every client
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1}},
+	}}
+	qres, err := alice.AlterClientQuotas(ctx, quota) // kadm returns the entry's error as well
+	if !errors.Is(err, kerr.ClusterAuthorizationFailed) && (len(qres) != 1 || !errors.Is(qres[0].Err, kerr.ClusterAuthorizationFailed)) {
+		t.Fatalf("alice throttles every user: %+v, %v, want CLUSTER_AUTHORIZATION_FAILED", qres, err)
+	}
+	if qs, err := admin.DescribeClientQuotas(ctx, false, nil); err != nil || len(qs) != 0 {
+		t.Fatalf("quotas after alice's refused alter: %+v, %v", qs, err)
+	}
+	if qres, err := admin.AlterClientQuotas(ctx, quota); err != nil || qres[0].Err != nil {
+		t.Fatalf("the super user sets a quota: %+v, %v", qres, err)
+	}
+	up := kadm.UpsertSCRAM{User: "carol", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "carol-pw"}
+	if res, err := admin.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{up}); err != nil || res["carol"].Err != nil {
+		t.Fatalf("the super user adds a SCRAM user: %+v, %v", res, err)
+	}
+}

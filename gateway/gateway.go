@@ -132,8 +132,8 @@ func Open(plan *Plan, log *slog.Logger, opts ...Option) (*Gateway, error) {
 	g.closeBackend = func() { closeBackend(); alog.Close() }
 	refused := newAnswerRefusals(g.Registry)
 	// After the ACL store's (plan.go, acls.go): quotas.go, scram.go.
-	popts.Answerer = withAnswerer(popts.Answerer, newQuotaAnswerer(g.quotas, alog, refused))
-	popts.Answerer = withAnswerer(popts.Answerer, newSCRAMAnswerer(popts.Listeners, alog, refused))
+	popts.Answerer = withAnswerer(popts.Answerer, newQuotaAnswerer(g.quotas, alog, refused, g.mayAlter))
+	popts.Answerer = withAnswerer(popts.Answerer, newSCRAMAnswerer(popts.Listeners, alog, refused, g.mayAlter))
 	popts.Audit = trail
 	if !st.noMetrics {
 		popts.Hooks = g.Metrics

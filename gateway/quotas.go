@@ -42,17 +42,18 @@ func openQuotas(cfg *configs.Config, log *slog.Logger) (*policy.Quotas, error) {
 
 // quotaAnswerer answers the quota keys from the store.
 type quotaAnswerer struct {
-	q       *policy.Quotas
-	log     *lograte.Logger
-	refused *answerRefusals
+	q        *policy.Quotas
+	log      *lograte.Logger
+	refused  *answerRefusals
+	mayAlter func(who proxy.Asker, credentials bool) bool // answer_guard.go
 }
 
 // newQuotaAnswerer returns the answerer for q (nil when q is nil).
-func newQuotaAnswerer(q *policy.Quotas, log *lograte.Logger, refused *answerRefusals) proxy.Answerer {
+func newQuotaAnswerer(q *policy.Quotas, log *lograte.Logger, refused *answerRefusals, mayAlter func(proxy.Asker, bool) bool) proxy.Answerer {
 	if q == nil {
 		return nil
 	}
-	return &quotaAnswerer{q: q, log: log, refused: refused}
+	return &quotaAnswerer{q: q, log: log, refused: refused, mayAlter: mayAlter}
 }
 
 func (a *quotaAnswerer) Answers(_ string, key int16) bool {
@@ -66,6 +67,13 @@ func (a *quotaAnswerer) Answer(_ context.Context, who proxy.Asker, req kmsg.Requ
 		a.refused.add(apis.DescribeClientQuotas, resp.ErrorCode)
 		return resp, nil
 	case *kmsg.AlterClientQuotasRequest:
+		if a.mayAlter != nil && !a.mayAlter(who, false) {
+			resp := refuseQuotaAlter(r)
+			for _, e := range resp.Entries {
+				a.refused.add(apis.AlterClientQuotas, e.ErrorCode)
+			}
+			return resp, nil
+		}
 		resp, err := a.q.Alter(r)
 		if err != nil {
 			a.log.Warn("quota_store", who.Addr.String(), "client quotas not stored", "file", a.q.Path(), "err", err)

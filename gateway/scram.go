@@ -53,16 +53,17 @@ type usersFile struct {
 }
 
 type scramAnswerer struct {
-	files   map[string]*usersFile // by listener
-	log     *lograte.Logger
-	refused *answerRefusals
+	files    map[string]*usersFile // by listener
+	log      *lograte.Logger
+	refused  *answerRefusals
+	mayAlter func(who proxy.Asker, credentials bool) bool // answer_guard.go
 }
 
 // newSCRAMAnswerer returns the answerer for the plan's listeners, or nil
 // when no listener has a users file.
-func newSCRAMAnswerer(listeners []proxy.ListenerOptions, log *lograte.Logger, refused *answerRefusals) proxy.Answerer {
+func newSCRAMAnswerer(listeners []proxy.ListenerOptions, log *lograte.Logger, refused *answerRefusals, mayAlter func(proxy.Asker, bool) bool) proxy.Answerer {
 	byPath := map[string]*usersFile{}
-	a := &scramAnswerer{files: map[string]*usersFile{}, log: log, refused: refused}
+	a := &scramAnswerer{files: map[string]*usersFile{}, log: log, refused: refused, mayAlter: mayAlter}
 	for _, l := range listeners {
 		ss, ok := l.SASL.(saslServer)
 		if !ok || ss.s.UsersFile() == "" {
@@ -81,9 +82,15 @@ func newSCRAMAnswerer(listeners []proxy.ListenerOptions, log *lograte.Logger, re
 		return nil
 	}
 	if len(byPath) == 1 {
+		// The one users file serves the other SASL listeners too (a
+		// JWKS or PLAIN-only listener beside a SCRAM one); a listener
+		// without SASL never answers these keys: its clients are not
+		// authenticated.
 		for _, f := range byPath {
 			for _, l := range listeners {
-				a.files[l.Name] = f
+				if l.SASL != nil {
+					a.files[l.Name] = f
+				}
 			}
 		}
 	}
@@ -105,7 +112,10 @@ func (a *scramAnswerer) Answer(_ context.Context, who proxy.Asker, req kmsg.Requ
 		}
 		return resp, nil
 	case *kmsg.AlterUserSCRAMCredentialsRequest:
-		resp := f.alter(r)
+		resp := refuseSCRAMAlter(r)
+		if a.mayAlter == nil || a.mayAlter(who, true) {
+			resp = f.alter(r)
+		}
 		var changed, failed int
 		for _, res := range resp.Results {
 			a.refused.add(apis.AlterUserSCRAMCredentials, res.ErrorCode)
