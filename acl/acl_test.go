@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -257,4 +258,45 @@ func TestAuthorizerOperations(t *testing.T) {
 	if got := a.Authorize(bob, apis.CreateTopics, 0, topic("new"), nil); got != 0 {
 		t.Errorf("CREATE on the cluster allows CreateTopics: %d (a change applies at once)", got)
 	}
+}
+
+// TestWriteFailureNamesNoPath: a CreateAcls or DeleteAcls whose change
+// cannot be written answers UNKNOWN_SERVER_ERROR with a message that
+// names no file; OnWriteError gets the real error (for the log).
+func TestWriteFailureNamesNoPath(t *testing.T) {
+	dir := t.TempDir()
+	blocker := filepath.Join(dir, "secret-state-dir")
+	s, err := Open(filepath.Join(blocker, "acls.json")) // no file yet: an empty store
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil { // a file where the directory should be
+		t.Fatal(err)
+	}
+	var logged []error
+	s.OnWriteError = func(err error) { logged = append(logged, err) }
+	cr := kmsg.NewPtrCreateACLsRequest()
+	c := kmsg.NewCreateACLsRequestCreation()
+	c.ResourceType, c.ResourceName, c.ResourcePatternType = kmsg.ACLResourceTypeTopic, "t", kmsg.ACLResourcePatternTypeLiteral
+	c.Principal, c.Host, c.Operation, c.PermissionType = "User:a", "*", kmsg.ACLOperationRead, kmsg.ACLPermissionTypeAllow
+	cr.Creations = append(cr.Creations, c)
+	resp, err := s.Answer(cr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := resp.(*kmsg.CreateACLsResponse).Results[0]
+	if res.ErrorCode != kerr.UnknownServerError.Code || res.ErrorMessage == nil || filepath.IsAbs(*res.ErrorMessage) ||
+		strings.Contains(*res.ErrorMessage, "secret-state-dir") {
+		t.Fatalf("create result %+v (message %q): want UNKNOWN_SERVER_ERROR naming no path", res, deref(res.ErrorMessage))
+	}
+	if len(logged) != 1 || !strings.Contains(logged[0].Error(), "secret-state-dir") {
+		t.Fatalf("OnWriteError got %v, want the error naming the file", logged)
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

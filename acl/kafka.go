@@ -81,12 +81,12 @@ func (s *Store) create(r *kmsg.CreateACLsRequest) *kmsg.CreateACLsResponse {
 		return resp
 	}
 	if err := s.Create(valid); err != nil {
-		code := kerr.UnknownServerError.Code
-		if errors.Is(err, errFull) {
-			code = kerr.PolicyViolation.Code
+		code, msg := kerr.PolicyViolation.Code, err.Error()
+		if !errors.Is(err, errFull) {
+			code, msg = kerr.UnknownServerError.Code, s.writeFailed(err)
 		}
 		for _, i := range at {
-			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code, kmsg.StringPtr(err.Error())
+			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = code, kmsg.StringPtr(msg)
 		}
 	}
 	return resp
@@ -112,9 +112,13 @@ func (s *Store) delete(r *kmsg.DeleteACLsRequest) *kmsg.DeleteACLsResponse {
 		return resp
 	}
 	removed, err := s.Delete(valid)
+	var msg string
+	if err != nil {
+		msg = s.writeFailed(err)
+	}
 	for j, i := range at {
 		if err != nil {
-			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = kerr.UnknownServerError.Code, kmsg.StringPtr(err.Error())
+			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = kerr.UnknownServerError.Code, kmsg.StringPtr(msg)
 			continue
 		}
 		for _, b := range removed[j] {
@@ -157,4 +161,13 @@ func Disabled(req kmsg.Request) (kmsg.Response, error) {
 		return resp, nil
 	}
 	return nil, fmt.Errorf("acl: not an ACL request: %T", req)
+}
+
+// writeFailed reports a failed write to OnWriteError and returns what
+// the client is told: not the error, which names the gateway's file.
+func (s *Store) writeFailed(err error) string {
+	if s.OnWriteError != nil {
+		s.OnWriteError(err)
+	}
+	return "the gateway could not store its ACLs (see its log)"
 }

@@ -31,6 +31,12 @@ type Store struct {
 	path string // "" keeps the ACLs in memory only (tests)
 	mu   sync.Mutex
 	cur  atomic.Pointer[index]
+
+	// OnWriteError, if set, is told why a change could not be written
+	// (the error names the file); the client is told only that the
+	// gateway could not store it (kafka.go). Set before the store is
+	// used.
+	OnWriteError func(error)
 }
 
 // Open loads the store kept in path; a missing file is an empty store

@@ -38,6 +38,9 @@ func (p *Plan) provisionACLs(log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("policy.acls_file: %w", err)
 	}
+	// Only principals with ALTER on the cluster change ACLs: one line per
+	// failed write is not a client's lever.
+	store.OnWriteError = func(err error) { log.Error("ACL change not stored", "file", cfg.ACLsPath(), "err", err) }
 	p.acls = store
 	p.Policy = p.withACLs(p.Policy, cfg)
 	p.proxy.Answerer = withAnswerer(p.proxy.Answerer, &aclAnswerer{store: store, log: log})
