@@ -197,27 +197,39 @@ func (c *Conn) appendOne(p *partition, rp kmsg.ProduceRequestTopicPartition, sp 
 // validateKey and processRecordErrors; KIP-467): one ErrorRecords entry
 // per keyless record, and a partition ErrorMessage that quotes the first
 // three. tp is Kafka's TopicPartition string, "topic-partition".
+//
+// Unlike Kafka, the list stops at maxRecordErrors entries (the message
+// still counts them all): a batch of a few compressed kilobytes can
+// decompress to millions of empty records, and the answer must not
+// grow with them (DESIGN.md, principle 5). Every entry shares one
+// message string.
 func keylessErrors(batch []byte, tp string) (string, []kmsg.ProduceResponseTopicPartitionErrorRecord) {
 	var recs []kmsg.ProduceResponseTopicPartitionErrorRecord
 	var quoted []string
-	index := int32(0)
+	m := kmsg.StringPtr("Compacted topic cannot accept message without key in topic partition " + tp + ".")
+	index, total := int32(0), 0
 	_ = storage.EachRecord(batch, func(r storage.Record) error {
 		if r.Key == nil {
-			m := "Compacted topic cannot accept message without key in topic partition " + tp + "."
-			er := kmsg.NewProduceResponseTopicPartitionErrorRecord()
-			er.RelativeOffset, er.ErrorMessage = index, kmsg.StringPtr(m)
-			recs = append(recs, er)
+			total++
+			if len(recs) < maxRecordErrors {
+				er := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+				er.RelativeOffset, er.ErrorMessage = index, m
+				recs = append(recs, er)
+			}
 			if len(quoted) < 3 {
-				quoted = append(quoted, fmt.Sprintf("RecordError(batchIndex=%d, message='%s')", index, m))
+				quoted = append(quoted, fmt.Sprintf("RecordError(batchIndex=%d, message='%s')", index, *m))
 			}
 		}
 		index++
 		return nil
 	})
 	msg := fmt.Sprintf("One or more records have been rejected due to %d record errors in total, and only showing the first three errors at most: [%s]",
-		len(recs), strings.Join(quoted, ", "))
+		total, strings.Join(quoted, ", "))
 	return msg, recs
 }
+
+// maxRecordErrors bounds the ErrorRecords of one partition's answer.
+const maxRecordErrors = 1000
 
 // recordBatchOverhead is the v2 batch header (DefaultRecordBatch
 // RECORD_BATCH_OVERHEAD).

@@ -75,3 +75,19 @@ func TestProduceKeylessRecordErrors(t *testing.T) {
 		t.Fatalf("error records %+v, want indexes 1 and 3 with %q", sp.ErrorRecords, reason)
 	}
 }
+
+// TestKeylessRecordErrorsBounded: a batch of many keyless records gets
+// at most maxRecordErrors ErrorRecords, while the message still counts
+// every one (the answer does not grow with what a small compressed
+// batch can unpack to).
+func TestKeylessRecordErrorsBounded(t *testing.T) {
+	const n = 5000
+	keys := make([][]byte, n)
+	msg, recs := keylessErrors(keyedBatch(keys...), "keys-0")
+	if len(recs) != maxRecordErrors || recs[maxRecordErrors-1].RelativeOffset != maxRecordErrors-1 {
+		t.Fatalf("%d error records (last %+v), want the first %d", len(recs), recs[len(recs)-1], maxRecordErrors)
+	}
+	if !strings.Contains(msg, "due to 5000 record errors") {
+		t.Fatalf("message %q does not count all %d", msg, n)
+	}
+}
