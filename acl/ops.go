@@ -74,7 +74,7 @@ var needs = map[int16]need{
 	apis.AlterUserSCRAMCredentials:    {cluster: OpAlter},
 	apis.DescribeQuorum:               {cluster: OpDescribe},
 	apis.UpdateFeatures:               {cluster: OpAlter},
-	apis.DescribeCluster:              {cluster: OpDescribe},
+	apis.DescribeCluster:              {open: true}, // any principal (AuthHelper.computeDescribeClusterResponse: DESCRIBE on the cluster only fills cluster_authorized_operations)
 	apis.DescribeProducers:            {topic: OpRead},
 	apis.DescribeTransactions:         {txn: OpDescribe},
 	apis.ListTransactions:             {}, // the answer lists the transactional ids the principal may describe
