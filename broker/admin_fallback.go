@@ -5,14 +5,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// TEMPORARY: ACLs (29-31), client quotas (48, 49) and SCRAM credentials
-// (50, 51) until their own implementation lands (broker files 29_*.go ...
-// 51_*.go, or the gateway's stores behind proxy.Answerer, which answer
-// before the backend). Whoever builds those keys deletes this file, or the
-// part of it for their keys (regKey panics on a key registered twice), or
-// keeps a part as the answer for when no store takes the key.
-//
-// Until then every one of these keys is answered, never closed (a closed
+// The built-in broker's own answers for ACLs (29-31), client quotas
+// (48, 49) and SCRAM credentials (50, 51). Their real stores are the
+// gateway's (gateway/acls.go, quotas.go, scram.go, behind
+// proxy.Answerer), which answer before the backend; these are what a
+// client gets when no store takes the key (policy.quotas: off, a
+// listener with no users file), as a Kafka broker without an authorizer,
+// a quota or a SCRAM credential answers. A key is never closed (a closed
 // connection is what admin tools show as "cluster down"):
 // * DescribeACLs, CreateACLs, DeleteACLs: SECURITY_DISABLED, "No Authorizer
 //   is configured on the broker" (top level) and "No Authorizer is
