@@ -2,6 +2,8 @@ package proxy_test
 
 import (
 	"context"
+	"encoding/binary"
+	"io"
 	"sync"
 	"testing"
 	"time"
@@ -93,5 +95,52 @@ func TestAnswererAnswersInOrder(t *testing.T) {
 				t.Errorf("asked %+v, want 5 asks from listener test on loopback", a.asked)
 			}
 		})
+	}
+}
+
+// TestAnswererPipelined: requests the gateway answers itself, written in
+// one burst between requests the upstream answers, come back in request
+// order (invariant 1), each with its own correlation id.
+func TestAnswererPipelined(t *testing.T) {
+	c := startUpstream(t, 1, kfake.SeedTopics(1, "t"))
+	srv := startGateway(t, c, func(o *proxy.Options) { o.Answerer = &aclAnswerer{} })
+	rc := dialRaw(t, srv.Addr(0).String())
+	meta := kmsg.NewPtrMetadataRequest()
+	meta.Version = 4
+	acls := kmsg.NewPtrDescribeACLsRequest()
+	acls.Version = 1
+	acls.ResourceType, acls.ResourcePatternType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+	acls.Operation, acls.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	versions := kmsg.NewPtrApiVersionsRequest()
+	versions.Version = 2
+	reqs := []kmsg.Request{meta, acls, versions, acls, meta, acls}
+	var burst []byte
+	for i, r := range reqs {
+		burst = append(burst, rc.f.AppendRequest(nil, r, int32(i+1))...) // AppendRequest sizes a frame from dst's start
+	}
+	rc.c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := rc.c.Write(burst); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range reqs {
+		var size [4]byte
+		if _, err := io.ReadFull(rc.c, size[:]); err != nil {
+			t.Fatalf("response %d: %v", i+1, err)
+		}
+		frame := make([]byte, binary.BigEndian.Uint32(size[:]))
+		if _, err := io.ReadFull(rc.c, frame); err != nil {
+			t.Fatalf("response %d: %v", i+1, err)
+		}
+		if corr := int32(binary.BigEndian.Uint32(frame)); corr != int32(i+1) {
+			t.Fatalf("response %d carries correlation id %d", i+1, corr)
+		}
+		resp := r.ResponseKind()
+		resp.SetVersion(r.GetVersion())
+		if err := resp.ReadFrom(frame[4:]); err != nil {
+			t.Fatalf("response %d (%s): %v", i+1, kmsg.NameForKey(r.Key()), err)
+		}
+		if a, ok := resp.(*kmsg.DescribeACLsResponse); ok && (len(a.Resources) != 1 || a.Resources[0].ResourceName != "from-gateway") {
+			t.Fatalf("response %d: DescribeAcls not the gateway's: %+v", i+1, a)
+		}
 	}
 }
