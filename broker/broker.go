@@ -130,8 +130,12 @@ type Broker struct {
 	clusterID string              // set once by load
 	topics    map[string]*topic   // by name; guarded by mu
 	byID      map[[16]byte]*topic // by topic id; guarded by mu
-	pids      producerIDs         // producer id allocator; own lock
-	closed    bool                // guarded by mu
+	// deleting holds the names whose partition folders a delete is still
+	// removing (closed when it is done); guarded by mu. A topic of the
+	// same name is created only after: it would open the same folders.
+	deleting map[string]chan struct{}
+	pids     producerIDs // producer id allocator; own lock
+	closed   bool        // guarded by mu
 
 	journal *journal        // coordinator state (groups_journal.go)
 	groups  *coordinator    // group coordinator (groups.go)
@@ -182,6 +186,7 @@ func Open(cfg Config) (*Broker, error) {
 		defaults:       defaults,
 		topics:         make(map[string]*topic),
 		byID:           make(map[[16]byte]*topic),
+		deleting:       make(map[string]chan struct{}),
 		advertisedHost: "localhost",
 		advertisedPort: 9092,
 		stop:           make(chan struct{}),

@@ -392,6 +392,15 @@ func (b *Broker) createTopic(s createSpec) (*topic, error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	for { // a delete of the same name still removing its folders finishes first
+		ch := b.deleting[s.name]
+		if ch == nil {
+			break
+		}
+		b.mu.Unlock()
+		<-ch
+		b.mu.Lock()
+	}
 	if b.closed {
 		return nil, ErrClosed
 	}
@@ -444,7 +453,10 @@ func (b *Broker) autoCreate(name string) (*topic, error) {
 }
 
 // deleteTopic removes t: the registry first (so a crash cannot resurrect
-// it), then the partition folders.
+// it), then the partition folders. Until the folders are gone the name
+// is in b.deleting, and createTopic waits for it: a topic created in
+// between opened the same folders, recovered the deleted topic's records
+// and then lost its folders to this delete.
 func (b *Broker) deleteTopic(t *topic) error {
 	if isInternalTopic(t.name) {
 		return kafkaErr(kerr.InvalidTopicException, "topic %q is an internal topic and cannot be deleted", t.name)
@@ -463,6 +475,8 @@ func (b *Broker) deleteTopic(t *topic) error {
 		return err
 	}
 	parts := t.partitions
+	done := make(chan struct{})
+	b.deleting[t.name] = done
 	b.mu.Unlock()
 	var errs []error
 	for _, p := range parts {
@@ -470,6 +484,10 @@ func (b *Broker) deleteTopic(t *topic) error {
 			errs = append(errs, fmt.Errorf("delete %s: %w", p.dirName(), err))
 		}
 	}
+	b.mu.Lock()
+	delete(b.deleting, t.name)
+	b.mu.Unlock()
+	close(done)
 	if b.groups != nil {
 		b.groups.dropShareTopic(t.name, t.id)
 	}
