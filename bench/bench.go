@@ -93,6 +93,10 @@ type Options struct {
 	// CPUProfile, if set, is where the gateway child writes a CPU profile
 	// covering its whole life (idle time between its runs adds no samples).
 	CPUProfile string
+	// Syscalls counts the middle process's system calls in each measured
+	// window with `perf stat` (Linux, perf installed, tracepoints
+	// readable); RunResult.Syscalls has the counts.
+	Syscalls bool
 	// WorkDir is where the overhead suites write each variant's
 	// configuration file and audit sink, and leave them; "": a temporary
 	// directory, removed afterwards.
@@ -425,6 +429,13 @@ func (b *bencher) runOne(ctx context.Context, w workload, e *pathEnv, round int)
 		job.stop()
 		return res, err
 	}
+	var sys *syscallCounter
+	if b.opts.Syscalls && e.child != nil {
+		if sys, err = startSyscalls(e.child.cmd.Process.Pid); err != nil {
+			job.stop()
+			return res, err
+		}
+	}
 	s0 := b.snap(m, e)
 	job.window(s0.at, time.Time{})
 	if err := sleep(ctx, b.opts.Duration); err != nil {
@@ -432,6 +443,12 @@ func (b *bencher) runOne(ctx context.Context, w workload, e *pathEnv, round int)
 		return res, err
 	}
 	s1 := b.closeWindow(ctx, m, e, s0)
+	if sys != nil {
+		if res.Syscalls, err = sys.stop(); err != nil {
+			job.stop()
+			return res, err
+		}
+	}
 	job.window(s0.at, s1.at)
 	res.Latency = job.stop()
 

@@ -63,6 +63,9 @@ type RunResult struct {
 	CPUMsPerMB    *float64 `json:"cpu_ms_per_mb,omitempty"`
 	RSSBytes      *int64   `json:"rss_bytes,omitempty"`
 	Latency       *Latency `json:"latency,omitempty"`
+	// Syscalls is the middle process's system calls in the window by name
+	// ("all": every call), with Options.Syscalls.
+	Syscalls map[string]int64 `json:"syscalls,omitempty"`
 }
 
 // Latency is the latency workload's figures in milliseconds. Samples counts
@@ -362,6 +365,7 @@ func (r RunResult) brief() string {
 		s += fmt.Sprintf("  e2e p50 %.3f p99 %.3f ms", r.Latency.E2EP50, r.Latency.E2EP99)
 	}
 	s += fmt.Sprintf("  (first record after %.0f ms)", r.StartupSec*1e3)
+	s += syscallsBrief(r)
 	if r.Errors > 0 {
 		s += fmt.Sprintf("  %d errors", r.Errors)
 	}
