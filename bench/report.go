@@ -54,6 +54,7 @@ type RunResult struct {
 	Records       int64    `json:"records"`
 	PayloadBytes  int64    `json:"payload_bytes"`
 	WireBytes     int64    `json:"wire_bytes"`
+	Requests      int64    `json:"requests"` // Kafka requests the clients wrote
 	Errors        int64    `json:"errors"`
 	Dials         int64    `json:"dials"`
 	RecordsPerSec float64  `json:"records_per_sec"`

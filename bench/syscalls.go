@@ -124,8 +124,13 @@ func syscallsBrief(r RunResult) string {
 	for _, e := range kvs {
 		fmt.Fprintf(&b, " %s=%.1f", e.k, float64(e.v)/mb)
 	}
-	if r.Records > 0 {
-		fmt.Fprintf(&b, " (all per 1k records %.1f)", float64(r.Syscalls["all"])*1e3/float64(r.Records))
+	if r.Requests > 0 {
+		fmt.Fprintf(&b, " | per request: %.1f KB", float64(r.WireBytes)/1e3/float64(r.Requests))
+		for _, e := range kvs {
+			if float64(e.v)/float64(r.Requests) >= 0.05 {
+				fmt.Fprintf(&b, " %s=%.2f", e.k, float64(e.v)/float64(r.Requests))
+			}
+		}
 	}
 	return b.String()
 }
