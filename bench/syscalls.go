@@ -76,6 +76,11 @@ func (c *syscallCounter) stop() (map[string]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("syscalls: %w", err)
 	}
+	return parsePerfStat(data)
+}
+
+// parsePerfStat reads `perf stat -x ,` output: count,unit,event,...
+func parsePerfStat(data []byte) (map[string]int64, error) {
 	counts := make(map[string]int64)
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
