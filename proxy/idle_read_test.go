@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -66,5 +67,40 @@ func TestFramesAcrossTheIdleRead(t *testing.T) {
 		if got := int32(binary.BigEndian.Uint32(frame)); got != want {
 			t.Fatalf("response %d: correlation id %d, want %d", i+1, got, want)
 		}
+	}
+}
+
+// TestLargeProduceForwardedFromItsHead: a Produce larger than the read
+// buffer is forwarded as the bytes that have arrived plus a splice of the
+// rest (stageHeader, forward). Frames written in uneven pieces, the second
+// starting in the same write as the first one's end, land whole: kfake
+// checks each batch's CRC and answers both without an error.
+func TestLargeProduceForwardedFromItsHead(t *testing.T) {
+	c := startUpstream(t, 1, kfake.SeedTopics(1, "head"))
+	srv := startGateway(t, c)
+	conn, err := net.DialTimeout("tcp", srv.Addr(0).String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	a, b := produceFrame("head", 300<<10, 1), produceFrame("head", 200<<10, 2)
+	stream := append(a, b...)
+	cuts := []int{300, 70 << 10, len(a) + 100, len(a) + 1000, len(stream)}
+	go func() {
+		from := 0
+		for _, to := range cuts {
+			if _, err := conn.Write(stream[from:to]); err != nil {
+				return
+			}
+			from = to
+		}
+	}()
+	for i := range 2 {
+		if code := readProduceCode(t, conn); code != 0 {
+			t.Fatalf("produce %d: error code %d", i+1, code)
+		}
+	}
+	if hw := c.PartitionInfo("head", 0).HighWatermark; hw != 2 {
+		t.Fatalf("high watermark %d, want 2", hw)
 	}
 }
