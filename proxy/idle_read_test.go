@@ -71,10 +71,10 @@ func TestFramesAcrossTheIdleRead(t *testing.T) {
 }
 
 // TestLargeProduceForwardedFromItsHead: a Produce larger than the read
-// buffer is forwarded as the bytes that have arrived plus a splice of the
-// rest (stageHeader, forward). Frames written in uneven pieces, the second
-// starting in the same write as the first one's end, land whole: kfake
-// checks each batch's CRC and answers both without an error.
+// buffer is forwarded as its buffered head plus a splice of the rest
+// (forward). Frames written in uneven pieces, the second starting in the
+// same write as the first one's end, land whole: kfake checks each batch's
+// CRC and answers both without an error.
 func TestLargeProduceForwardedFromItsHead(t *testing.T) {
 	c := startUpstream(t, 1, kfake.SeedTopics(1, "head"))
 	srv := startGateway(t, c)

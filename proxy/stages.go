@@ -93,12 +93,6 @@ func (s *session) stageRequestSize(r *request) (bool, error) {
 // buffer, whichever is smaller) and parses it.
 func (s *session) stageHeader(r *request) (bool, error) {
 	peek := min(4+r.size, bufSize)
-	if peek == bufSize && s.headArrived() {
-		// A Produce larger than the buffer is forwarded as its buffered
-		// head plus a splice of the rest: the head is what has arrived,
-		// not 64 KiB read in as many calls as it takes to come.
-		peek = s.cr.Buffered()
-	}
 	buf, err := s.cr.Peek(peek)
 	if err != nil {
 		return false, badRequest(closeMalformed, "frame truncated: %d of %d bytes before the connection ended: %w", len(buf), peek, truncated(err))
@@ -108,22 +102,6 @@ func (s *session) stageHeader(r *request) (bool, error) {
 		return false, badRequest(closeMalformed, "request header: %w", err)
 	}
 	return false, nil
-}
-
-// headArrived reports whether the bytes already buffered hold a Produce
-// request's header and acks, all that the read side looks at in a frame
-// it forwards untouched (stageHeader, stageAcks).
-func (s *session) headArrived() bool {
-	b, _ := s.cr.Peek(s.cr.Buffered())
-	if len(b) < 4 {
-		return false
-	}
-	h, err := wire.ParseRequestHeader(b[4:])
-	if err != nil || h.Key != apis.Produce {
-		return false
-	}
-	_, err = produceAcks(h, b[4:])
-	return err == nil
 }
 
 // stageVersionGuard refuses keys and versions this build cannot decode
