@@ -93,6 +93,10 @@ type Options struct {
 	// CPUProfile, if set, is where the gateway child writes a CPU profile
 	// covering its whole life (idle time between its runs adds no samples).
 	CPUProfile string
+	// Syscalls counts the middle process's system calls in each measured
+	// window with `perf stat` (Linux, perf installed, tracepoints
+	// readable); RunResult.Syscalls has the counts.
+	Syscalls bool
 	// WorkDir is where the overhead suites write each variant's
 	// configuration file and audit sink, and leave them; "": a temporary
 	// directory, removed afterwards.
@@ -334,6 +338,7 @@ func (b *bencher) stopPaths() {
 // also what the middle process reads and writes on each of its sides.
 type meter struct {
 	records, payload, wire, errs, dials atomic.Int64
+	requests                            atomic.Int64 // requests the clients wrote
 }
 
 var (
@@ -343,6 +348,7 @@ var (
 
 func (m *meter) OnBrokerWrite(_ kgo.BrokerMetadata, _ int16, n int, _, _ time.Duration, _ error) {
 	m.wire.Add(int64(n))
+	m.requests.Add(1)
 }
 
 func (m *meter) OnBrokerRead(_ kgo.BrokerMetadata, _ int16, n int, _, _ time.Duration, _ error) {
@@ -380,12 +386,13 @@ func (e *pathEnv) newClient(m *meter, opts ...kgo.Opt) (*kgo.Client, error) {
 type snapshot struct {
 	at                           time.Time
 	records, payload, wire, errs int64
+	requests                     int64
 	proc                         procUsage
 	procErr                      error
 }
 
 func (b *bencher) snap(m *meter, e *pathEnv) snapshot {
-	s := snapshot{at: time.Now(), records: m.records.Load(), payload: m.payload.Load(), wire: m.wire.Load(), errs: m.errs.Load()}
+	s := snapshot{at: time.Now(), records: m.records.Load(), payload: m.payload.Load(), wire: m.wire.Load(), errs: m.errs.Load(), requests: m.requests.Load()}
 	if e.child != nil {
 		s.proc, s.procErr = e.child.usage()
 	} else {
@@ -425,6 +432,13 @@ func (b *bencher) runOne(ctx context.Context, w workload, e *pathEnv, round int)
 		job.stop()
 		return res, err
 	}
+	var sys *syscallCounter
+	if b.opts.Syscalls && e.child != nil {
+		if sys, err = startSyscalls(e.child.cmd.Process.Pid); err != nil {
+			job.stop()
+			return res, err
+		}
+	}
 	s0 := b.snap(m, e)
 	job.window(s0.at, time.Time{})
 	if err := sleep(ctx, b.opts.Duration); err != nil {
@@ -432,6 +446,12 @@ func (b *bencher) runOne(ctx context.Context, w workload, e *pathEnv, round int)
 		return res, err
 	}
 	s1 := b.closeWindow(ctx, m, e, s0)
+	if sys != nil {
+		if res.Syscalls, err = sys.stop(); err != nil {
+			job.stop()
+			return res, err
+		}
+	}
 	job.window(s0.at, s1.at)
 	res.Latency = job.stop()
 
@@ -441,6 +461,7 @@ func (b *bencher) runOne(ctx context.Context, w workload, e *pathEnv, round int)
 	res.PayloadBytes = s1.payload - s0.payload
 	res.WireBytes = s1.wire - s0.wire
 	res.Errors = s1.errs - s0.errs
+	res.Requests = s1.requests - s0.requests
 	res.Dials = m.dials.Load()
 	res.RecordsPerSec = float64(res.Records) / secs
 	res.MBPerSec = float64(res.PayloadBytes) / 1e6 / secs

@@ -54,6 +54,7 @@ type RunResult struct {
 	Records       int64    `json:"records"`
 	PayloadBytes  int64    `json:"payload_bytes"`
 	WireBytes     int64    `json:"wire_bytes"`
+	Requests      int64    `json:"requests"` // Kafka requests the clients wrote
 	Errors        int64    `json:"errors"`
 	Dials         int64    `json:"dials"`
 	RecordsPerSec float64  `json:"records_per_sec"`
@@ -63,6 +64,9 @@ type RunResult struct {
 	CPUMsPerMB    *float64 `json:"cpu_ms_per_mb,omitempty"`
 	RSSBytes      *int64   `json:"rss_bytes,omitempty"`
 	Latency       *Latency `json:"latency,omitempty"`
+	// Syscalls is the middle process's system calls in the window by name
+	// ("all": every call), with Options.Syscalls.
+	Syscalls map[string]int64 `json:"syscalls,omitempty"`
 }
 
 // Latency is the latency workload's figures in milliseconds. Samples counts
@@ -362,6 +366,7 @@ func (r RunResult) brief() string {
 		s += fmt.Sprintf("  e2e p50 %.3f p99 %.3f ms", r.Latency.E2EP50, r.Latency.E2EP99)
 	}
 	s += fmt.Sprintf("  (first record after %.0f ms)", r.StartupSec*1e3)
+	s += syscallsBrief(r)
 	if r.Errors > 0 {
 		s += fmt.Sprintf("  %d errors", r.Errors)
 	}

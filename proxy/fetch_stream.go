@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"syscall"
 	"time"
 
@@ -40,6 +41,7 @@ type fetchStream struct {
 	results  []fetchResult
 	left     int    // bytes of the frame not yet consumed
 	out      []byte // pending output, flushed before each splice
+	bufs     net.Buffers
 }
 
 // fetchTopicRef names a response topic by name (v12) or id (v13+).
@@ -205,18 +207,26 @@ func (f *fetchStream) records(n int) error {
 	if n <= streamCopyMax {
 		return f.copy(n)
 	}
-	if err := f.flush(); err != nil {
-		return err
-	}
 	ur, s := f.s.ur, f.s
 	f.left -= n
+	// The pending fields and the records' buffered head go in one writev.
 	if b := min(ur.Buffered(), n); b > 0 {
 		head, _ := ur.Peek(b)
-		if _, err := s.client.Write(head); err != nil {
+		var err error
+		if len(f.out) == 0 {
+			_, err = s.client.Write(head)
+		} else {
+			f.bufs = append(f.bufs[:0], f.out, head)
+			_, err = f.bufs.WriteTo(s.client)
+			f.out = f.out[:0]
+		}
+		if err != nil {
 			return clientWriteErr{err}
 		}
 		ur.Discard(b)
 		n -= b
+	} else if err := f.flush(); err != nil {
+		return err
 	}
 	if n > 0 {
 		return s.copyToClient(clientWriter{s.client}, int64(n))

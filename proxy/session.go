@@ -527,17 +527,24 @@ func putReader(r **bufio.Reader) {
 	}
 }
 
-// prefixed replays the four size bytes the read loop read while idle,
-// then reads the client connection.
+// idleRead is how much the idle wait for a frame reads at once into the
+// session itself: a small request (Fetch, Metadata, heartbeats) then
+// arrives in one read call with its size prefix, where a 4-byte read of the
+// prefix would take a second call for the body, and an idle connection
+// still pins no pooled buffer.
+const idleRead = 512
+
+// prefixed replays the bytes the read loop read while idle (the size
+// prefix and what came with it), then reads the client connection.
 type prefixed struct {
-	s      *session
-	prefix [4]byte
-	n      int
+	s    *session
+	buf  [idleRead]byte
+	n, m int // buf[n:m] is still to be replayed
 }
 
 func (p *prefixed) Read(b []byte) (int, error) {
-	if p.n < len(p.prefix) {
-		k := copy(b, p.prefix[p.n:])
+	if p.n < p.m {
+		k := copy(b, p.buf[p.n:p.m])
 		p.n += k
 		return k, nil
 	}
@@ -546,23 +553,25 @@ func (p *prefixed) Read(b []byte) (int, error) {
 
 // nextPrefix waits for the next frame and returns its size prefix. With
 // nothing buffered, the read buffer goes back to the pool and the wait is
-// a 4-byte read on the socket; a buffer is taken again once a frame starts.
+// a read of up to idleRead bytes (at least the 4 of the prefix) into the
+// session; a buffer is taken again once a frame starts, and is handed
+// those bytes first.
 func (s *session) nextPrefix() ([]byte, error) {
 	if s.cr != nil && s.cr.Buffered() > 0 {
 		return s.cr.Peek(4)
 	}
 	putReader(&s.cr)
-	n, err := io.ReadFull(s.client, s.pre.prefix[:])
+	n, err := io.ReadAtLeast(s.client, s.pre.buf[:], 4)
 	if err != nil {
 		if n > 0 && errors.Is(err, io.ErrUnexpectedEOF) {
 			err = fmt.Errorf("connection ended inside a frame size: %w", err)
 		}
-		return s.pre.prefix[:n], err
+		return s.pre.buf[:n], err
 	}
-	s.pre.s, s.pre.n = s, 0
+	s.pre.s, s.pre.n, s.pre.m = s, 0, n
 	s.cr = readerPool.Get().(*bufio.Reader)
 	s.cr.Reset(&s.pre)
-	return s.cr.Peek(4)
+	return s.cr.Peek(4) // bufSize > idleRead: this takes every byte read
 }
 
 // idleWriter gives back what the write loop holds while nothing is in

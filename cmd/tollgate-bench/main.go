@@ -62,6 +62,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		consumeMiB = fs.Int64("consume-mib", 32, "size of the topic the consume workload loops over")
 		jsonOut    = fs.Bool("json", false, "print the report as JSON instead of a table")
 		cpuprofile = fs.String("cpuprofile", "", "write a CPU profile of the gateway process to this file (policy: the topic-100 gateway; audit: the full one; tls: the TLS one)")
+		syscalls   = fs.Bool("syscalls", false, "count the relay's and the gateway's system calls in each window with perf stat (Linux; printed per MB with each run)")
 		inProcess  = fs.Bool("in-process", false, "run relay and gateway in this process (no CPU or RSS figures)")
 		check      = fs.Bool("check", false, "exit 3 if a target of the issue is missed")
 		quiet      = fs.Bool("quiet", false, "no per-run progress on stderr")
@@ -143,6 +144,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		Rate:         *rate,
 		ConsumeBytes: *consumeMiB << 20,
 		CPUProfile:   *cpuprofile,
+		Syscalls:     *syscalls,
 		WorkDir:      *workDir,
 		ChildStderr:  stderr,
 	}
