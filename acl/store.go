@@ -7,12 +7,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/internal/atomicfile"
 )
 
 // MaxBindings bounds the store: a CreateAcls beyond it is refused, so a
@@ -147,48 +148,12 @@ func (s *Store) Delete(fs []Filter) ([][]Binding, error) {
 // commit writes next durably and swaps its index in.
 func (s *Store) commit(next []Binding) error {
 	if s.path != "" {
-		if err := writeFile(s.path, Encode(next)); err != nil {
+		if err := atomicfile.Write(s.path, Encode(next), 0o600); err != nil {
 			return fmt.Errorf("write acls file: %w", err)
 		}
 	}
 	s.cur.Store(compile(next))
 	return nil
-}
-
-// writeFile replaces path with data durably: a temporary file in the same
-// directory, fsynced, renamed over path, and the directory fsynced, so a
-// crash leaves the old file or the new one, never a torn one.
-func writeFile(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after a successful rename, there is nothing left to remove
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // The file: {"version": 1, "acls": [{...}, ...]} with Kafka's names for

@@ -12,8 +12,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tollgate-kafka/tollgate/configs"
+	"github.com/tollgate-kafka/tollgate/internal/atomicfile"
 	yaml "go.yaml.in/yaml/v3"
 )
 
@@ -297,39 +296,7 @@ func (u *Users) Save(path string) error {
 	if err := enc.Close(); err != nil {
 		return fmt.Errorf("encode users: %w", err)
 	}
-	return writeFileAtomic(path, buf.Bytes(), 0o600)
-}
-
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if err := tmp.Chmod(mode); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return atomicfile.Write(path, buf.Bytes(), 0o600)
 }
 
 // Clone returns a copy of the users that can be changed without touching

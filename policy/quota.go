@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +16,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/internal/atomicfile"
 )
 
 // Client quotas (KIP-546 DescribeClientQuotas / AlterClientQuotas, KIP-55
@@ -576,44 +577,7 @@ func (q *Quotas) save(m map[QuotaEntity]map[string]float64) error {
 	if err != nil {
 		return err
 	}
-	return writeStateFile(q.path, data)
-}
-
-// writeStateFile writes data atomically: a temporary file in the same
-// directory, fsync, rename, fsync of the directory.
-func writeStateFile(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	defer os.Remove(tmp.Name()) // no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("save %s: %w", path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("save %s: sync directory: %w", path, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("save %s: sync directory: %w", path, err)
-	}
-	return nil
+	return atomicfile.Write(q.path, data, 0o600)
 }
 
 // now is time.Now, for the enforcement code's callers that pass none.
