@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -399,34 +400,72 @@ func (e *faultEnv) gwLogs() string {
 	return out
 }
 
-// freeBase returns a port the kernel chose for the bootstrap listener
-// whose next n ports were free when probed (port-per-broker serves node N
-// at bootstrap+1+N).
+// freeBase returns a bootstrap port whose next n ports were free when
+// probed (port-per-broker serves node N at bootstrap+1+N). It probes
+// random ports below the kernel's ephemeral range first: connect(2) takes
+// its local ports from that range, so on a loaded machine an outgoing
+// connection can hold a neighbour of every port the kernel offers, or take
+// one of the gateway's ports in the gap of a restart, which must bind the
+// same ports again. Below the range only another listener can collide,
+// and the probe sees it. When that finds nothing it asks the kernel (:0).
 func freeBase(n int) (int, error) {
-	for range 50 {
+	probe := func(base int) bool {
+		if base <= 0 || base+n > 65535 {
+			return false
+		}
+		var held []net.Listener
+		defer func() {
+			for _, l := range held {
+				l.Close()
+			}
+		}()
+		for i := 0; i <= n; i++ {
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+i))
+			if err != nil {
+				return false
+			}
+			held = append(held, l)
+		}
+		return true
+	}
+	lo := ephemeralLow()
+	for range 1000 {
+		if lo <= 10000+n {
+			break
+		}
+		if base := 10000 + mrand.IntN(lo-10000-n); probe(base) {
+			return base, nil
+		}
+	}
+	for range 20 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return 0, fmt.Errorf("probe port: %w", err)
 		}
 		base := ln.Addr().(*net.TCPAddr).Port
-		held := []net.Listener{ln}
-		ok := base+n <= 65535
-		for i := 1; ok && i <= n; i++ {
-			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+i))
-			if err != nil {
-				ok = false
-				break
-			}
-			held = append(held, l)
-		}
-		for _, l := range held {
-			l.Close()
-		}
-		if ok {
+		ln.Close()
+		if probe(base) {
 			return base, nil
 		}
 	}
 	return 0, errors.New("no run of free ports found")
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return lo
 }
 
 // startGateway writes the mode's configuration on a fresh port and starts
