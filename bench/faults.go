@@ -48,16 +48,18 @@ import (
 //     the client could not retry) and consumer poll errors kgo does not
 //     retry (not a group-session error, which kgo follows by rejoining,
 //     and neither kgo.IsRetryableBrokerErr nor kerr.IsRetriable).
+//   - unconsumed: an acknowledged record the group never read.
+//
 // Reported but not failed on: retriable errors a consumer's poll returned
-// (a refused dial while the gateway restarts: kgo retries it), group
-// redeliveries (a committing consumer
-// re-reads what it processed but had not committed when a member lost its
-// connection or the group rebalanced: Kafka's at-least-once), failed
-// commits (REBALANCE_IN_PROGRESS and the like during a fault), records in
-// the log that were never acknowledged (a produce whose answer the fault
-// cut off before the client's context ended cannot happen here: the
-// producers' contexts outlive the final flush, so this is 0 unless a
-// record failed). The group must still consume every acknowledged record.
+// (a refused dial while the gateway restarts: kgo retries it); kgo's
+// ErrDataLoss notices (kfake's OffsetForLeaderEpoch answers after a leader
+// move cause them with no gateway in between; the final read decides
+// loss); group redeliveries (a committing consumer re-reads what it
+// processed but had not committed when a member lost its session or the
+// group rebalanced: Kafka's at-least-once); failed commits
+// (REBALANCE_IN_PROGRESS and the like during a fault); records in the log
+// that were never acknowledged (0 unless a record failed: the producers'
+// contexts outlive the final flush, so every record gets an answer).
 
 // SuiteFaults: the gateway under faults (RunFaults).
 const SuiteFaults Suite = "faults"
