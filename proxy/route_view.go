@@ -195,7 +195,13 @@ func (v *clusterView) invalidate(leaders bool, coord *coordKey) {
 
 // liveBrokers lists the brokers of the latest Metadata answer, or every
 // node discovery has seen before the first one (the node registry
-// never forgets a node, so a broker that left would stay in it).
+// never forgets a node, so a broker that left would stay in it). With
+// no node seen yet (a client connected in the moment between the
+// listener opening and the first discovery, or that discovery failed
+// because the upstream was down) it runs a discovery itself: otherwise
+// the client's first ApiVersions found no broker to ask and its
+// connection was closed before any answer until the next refresh, which
+// kgo's producer does not retry (it failed records).
 func (v *clusterView) liveBrokers() []int32 {
 	v.mu.Lock()
 	live := slices.Clone(v.brokers)
@@ -203,6 +209,10 @@ func (v *clusterView) liveBrokers() []int32 {
 	if len(live) > 0 {
 		return live
 	}
+	if nodes := v.srv.nodes.list(); len(nodes) > 0 {
+		return nodes
+	}
+	v.srv.discoverFirst()
 	return v.srv.nodes.list()
 }
 

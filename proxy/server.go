@@ -65,6 +65,7 @@ type Server struct {
 	viewOnce     sync.Once
 	view         *clusterView          // single-port routing's cluster view (route_view.go)
 	discoveryErr atomic.Pointer[error] // outcome of the last broker discovery (upstream mode)
+	discoverMu   sync.Mutex            // serialises discoverFirst
 	names        topicNames            // topic id -> name, from Metadata responses
 	creations    creations             // topics split Metadata requests forwarded for auto-creation (policy_stage.go)
 

@@ -164,6 +164,19 @@ func (s *Server) discover(ctx context.Context) error {
 	return nil
 }
 
+// discoverFirst runs a discovery for a session that found no broker
+// known yet, one at a time: sessions that waited behind another find
+// its result. Bounded by the dial timeout (discover); a failure is in
+// discoveryErr (Ready), and the session closes with its own error.
+func (s *Server) discoverFirst() {
+	s.discoverMu.Lock()
+	defer s.discoverMu.Unlock()
+	if len(s.nodes.list()) > 0 {
+		return
+	}
+	s.discover(context.Background())
+}
+
 func (s *Server) discoveryLoop(ctx context.Context) {
 	t := time.NewTicker(s.opts.MetadataRefresh)
 	defer t.Stop()

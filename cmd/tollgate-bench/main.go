@@ -7,6 +7,7 @@
 //	go build -o /tmp/tollgate ./cmd/tollgate
 //	go run ./cmd/tollgate-bench --suite broker --tollgate /tmp/tollgate
 //	go run ./cmd/tollgate-bench --suite soak --duration 2m   # RSS and goroutines under churn
+//	go run ./cmd/tollgate-bench --suite faults --tollgate /tmp/tollgate  # loss/duplication/order under faults
 package main
 
 import (
@@ -66,7 +67,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		inProcess  = fs.Bool("in-process", false, "run relay and gateway in this process (no CPU or RSS figures)")
 		check      = fs.Bool("check", false, "exit 3 if a target of the issue is missed")
 		quiet      = fs.Bool("quiet", false, "no per-run progress on stderr")
-		suite      = fs.String("suite", string(bench.SuiteGateway), "gateway | policy | audit | tls | single-port | broker | soak")
+		suite      = fs.String("suite", string(bench.SuiteGateway), "gateway | policy | audit | tls | single-port | broker | soak | faults")
 		workDir    = fs.String("work-dir", "", "policy/audit/tls: keep each variant's config file, audit sink and certificates here (default: a temporary directory, removed)")
 
 		tollgateBin    = fs.String("tollgate", "", "broker: the tollgate binary to measure (default: tollgate beside this command, else on $PATH)")
@@ -77,9 +78,14 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		brokerProbeMiB = fs.Int64("broker-probe-mib", 256, "broker: MiB of the disk bandwidth probe")
 		brokerRate     = fs.Int("broker-rate", 10000, "broker: records/s of the latency runs")
 		brokerLatDur   = fs.Duration("broker-latency-duration", 5*time.Second, "broker: length of each latency run")
+
+		faultList   = fs.String("faults", strings.Join(bench.FaultNames, ","), "faults: the faults to apply")
+		faultModes  = fs.String("fault-modes", strings.Join(bench.FaultModes, ",")+",direct", "faults: listener modes (direct: no gateway, a baseline for the upstream faults stop and moves)")
+		faultCycles = fs.Int("fault-cycles", 3, "faults: faults applied per run")
+		faultHold   = fs.Duration("fault-hold", 3*time.Second, "faults: traffic before the first fault and after each")
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tollgate-bench [--suite gateway|policy|audit|tls|single-port|broker|soak] [flags]\n\nworkloads: "+strings.Join(bench.WorkloadNames(), ", ")+
+		fmt.Fprintln(stderr, "usage: tollgate-bench [--suite gateway|policy|audit|tls|single-port|broker|soak|faults] [flags]\n\nworkloads: "+strings.Join(bench.WorkloadNames(), ", ")+
 			"\n(policy, audit and tls default to "+strings.Join(bench.SuiteWorkloads, ",")+")\n\nflags:")
 		fs.PrintDefaults()
 	}
@@ -134,6 +140,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		return 0
+	}
+	if bench.Suite(*suite) == bench.SuiteFaults {
+		return faultsCmd(ctx, *tollgateBin, *workDir, *faultList, *faultModes, *faultCycles, *faultHold, *jsonOut, *check, *quiet, stdout, stderr)
 	}
 	opts := bench.Options{
 		Duration:     *duration,
@@ -190,7 +199,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		rep, err = bench.RunSoak(ctx, opts)
 	default:
-		fmt.Fprintf(stderr, "tollgate-bench: unknown suite %q (want gateway, policy, audit, tls, single-port, broker or soak)\n", *suite)
+		fmt.Fprintf(stderr, "tollgate-bench: unknown suite %q (want gateway, policy, audit, tls, single-port, broker, soak or faults)\n", *suite)
 		return 2
 	}
 	if err != nil {
@@ -212,6 +221,61 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// faultsCmd runs --suite faults: every fault in every mode (the direct
+// mode only for the upstream faults), --fault-cycles faults a run, and
+// prints the table; --check exits 3 unless every run lost, duplicated and
+// reordered nothing and no client call failed.
+func faultsCmd(ctx context.Context, tollgateBin, dir, faults, modes string, cycles int, hold time.Duration, jsonOut, check, quiet bool, stdout, stderr io.Writer) int {
+	bin, err := findTollgate(tollgateBin)
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate-bench:", err)
+		return 2
+	}
+	cfg := bench.FaultsConfig{Tollgate: bin, Dir: dir, Cycles: cycles, Hold: hold}
+	if !quiet {
+		cfg.Log = stderr
+	}
+	rep := &bench.FaultsReport{}
+	for _, f := range splitFlag(faults) {
+		for _, m := range splitFlag(modes) {
+			if m == bench.ModeDirect && (f == bench.FaultRestart || f == bench.FaultKill) {
+				continue // no gateway to restart
+			}
+			c := cfg
+			c.Faults, c.Modes = []string{f}, []string{m}
+			r, err := bench.RunFaults(ctx, c)
+			if err != nil {
+				fmt.Fprintln(stderr, "tollgate-bench:", err)
+				return 1
+			}
+			rep.Results = append(rep.Results, r.Results...)
+		}
+	}
+	if jsonOut {
+		err = rep.WriteJSON(stdout)
+	} else {
+		err = rep.WriteTable(stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate-bench:", err)
+		return 1
+	}
+	if check && !rep.Met() {
+		return 3
+	}
+	return 0
+}
+
+func splitFlag(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // findTollgate returns the tollgate binary the broker suite starts: flag
 // (the --tollgate flag) when set, else a tollgate beside this executable, else one on $PATH.
 func findTollgate(path string) (string, error) {
@@ -227,5 +291,5 @@ func findTollgate(path string) (string, error) {
 	if p, err := exec.LookPath("tollgate"); err == nil {
 		return p, nil
 	}
-	return "", errors.New("--suite broker needs the tollgate binary: build it (go build -o /tmp/tollgate ./cmd/tollgate) and pass --tollgate /tmp/tollgate")
+	return "", errors.New("--suite broker and --suite faults need the tollgate binary: build it (go build -o /tmp/tollgate ./cmd/tollgate) and pass --tollgate /tmp/tollgate")
 }
