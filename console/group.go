@@ -38,39 +38,15 @@ type groupFlags struct {
 
 // Group is `tollgate group`.
 func Group(ctx context.Context, args []string, std IO) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(std.Err, strings.TrimSpace(groupUsage))
-		if len(args) == 0 {
-			return ExitUsage
+	return runSubcommand(ctx, "group", groupUsage, args, std, []subcommand[groupFlags]{
+		{"list", groupList}, {"describe", groupDescribe}, {"seek", groupSeek}, {"delete", groupDelete},
+	}, func(fs *flag.FlagSet, sub string) (*groupFlags, func() error) {
+		var f groupFlags
+		if sub == "seek" {
+			registerSeek(fs, &f)
 		}
-		return ExitOK
-	}
-	sub, args := args[0], args[1:]
-	run, ok := map[string]func(context.Context, *common, *groupFlags, []string, IO) error{
-		"list":     groupList,
-		"describe": groupDescribe,
-		"seek":     groupSeek,
-		"delete":   groupDelete,
-	}[sub]
-	name := "group " + sub
-	if !ok {
-		return finish(std.Err, "group", usagef("unknown subcommand %q (list, describe, seek, delete)", sub))
-	}
-	var c common
-	var f groupFlags
-	fs := newFlagSet(name, groupUsage, std.Err)
-	c.register(fs)
-	if sub == "seek" {
-		registerSeek(fs, &f)
-	}
-	pos, err := parseArgs(fs, args)
-	if err == nil {
-		err = c.check(std)
-	}
-	if err == nil {
-		err = run(ctx, &c, &f, pos, std)
-	}
-	return finish(std.Err, name, err)
+		return &f, nil
+	})
 }
 
 func registerSeek(fs *flag.FlagSet, f *groupFlags) {

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -38,42 +39,16 @@ type quotaFlags struct {
 
 // Quota is `tollgate quota`.
 func Quota(ctx context.Context, args []string, std IO) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(std.Err, strings.TrimSpace(quotaUsage))
-		if len(args) == 0 {
-			return ExitUsage
-		}
-		return ExitOK
-	}
-	sub, args := args[0], args[1:]
-	run, ok := map[string]func(context.Context, *common, *quotaFlags, []string, IO) error{
-		"list":   quotaList,
-		"set":    quotaSet,
-		"delete": quotaDelete,
-	}[sub]
-	name := "quota " + sub
-	if !ok {
-		return finish(std.Err, "quota", usagef("unknown subcommand %q (list, set, delete)", sub))
-	}
-	var c common
-	var f quotaFlags
-	fs := newFlagSet(name, quotaUsage, std.Err)
-	c.register(fs)
-	fs.StringVar(&f.user, "user", "", "user entity (the SASL or mapped principal name)")
-	fs.StringVar(&f.clientID, "client-id", "", "client-id entity")
-	fs.BoolVar(&f.defaultUser, "default-user", false, "the default user entity (every user without its own quota)")
-	fs.BoolVar(&f.defaultClientID, "default-client-id", false, "the default client-id entity")
-	pos, err := parseArgs(fs, args)
-	if err == nil {
-		err = c.check(std)
-	}
-	if err == nil {
-		err = f.check()
-	}
-	if err == nil {
-		err = run(ctx, &c, &f, pos, std)
-	}
-	return finish(std.Err, name, err)
+	return runSubcommand(ctx, "quota", quotaUsage, args, std, []subcommand[quotaFlags]{
+		{"list", quotaList}, {"set", quotaSet}, {"delete", quotaDelete},
+	}, func(fs *flag.FlagSet, _ string) (*quotaFlags, func() error) {
+		var f quotaFlags
+		fs.StringVar(&f.user, "user", "", "user entity (the SASL or mapped principal name)")
+		fs.StringVar(&f.clientID, "client-id", "", "client-id entity")
+		fs.BoolVar(&f.defaultUser, "default-user", false, "the default user entity (every user without its own quota)")
+		fs.BoolVar(&f.defaultClientID, "default-client-id", false, "the default client-id entity")
+		return &f, f.check
+	})
 }
 
 func (f *quotaFlags) check() error {

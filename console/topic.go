@@ -9,7 +9,6 @@ import (
 	"io"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -32,39 +31,12 @@ Exit codes: 0 done, 1 the cluster refused (unknown topic, denied, ...), 2 usage,
 
 // Topic is `tollgate topic`.
 func Topic(ctx context.Context, args []string, std IO) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(std.Err, strings.TrimSpace(topicUsage))
-		if len(args) == 0 {
-			return ExitUsage
-		}
-		return ExitOK
-	}
-	sub, args := args[0], args[1:]
-	run, ok := map[string]func(context.Context, *common, *topicFlags, []string, IO) error{
-		"list":           topicList,
-		"describe":       topicDescribe,
-		"create":         topicCreate,
-		"delete":         topicDelete,
-		"alter-config":   topicAlterConfig,
-		"add-partitions": topicAddPartitions,
-		"trim":           topicTrim,
-	}[sub]
-	name := "topic " + sub
-	if !ok {
-		return finish(std.Err, "topic", usagef("unknown subcommand %q (list, describe, create, delete, alter-config, add-partitions, trim)", sub))
-	}
-	var c common
-	fs := newFlagSet(name, topicUsage, std.Err)
-	c.register(fs)
-	f := subFlags(sub, fs)
-	pos, err := parseArgs(fs, args)
-	if err == nil {
-		err = c.check(std)
-	}
-	if err == nil {
-		err = run(ctx, &c, f, pos, std)
-	}
-	return finish(std.Err, name, err)
+	return runSubcommand(ctx, "topic", topicUsage, args, std, []subcommand[topicFlags]{
+		{"list", topicList}, {"describe", topicDescribe}, {"create", topicCreate}, {"delete", topicDelete},
+		{"alter-config", topicAlterConfig}, {"add-partitions", topicAddPartitions}, {"trim", topicTrim},
+	}, func(fs *flag.FlagSet, sub string) (*topicFlags, func() error) {
+		return subFlags(sub, fs), nil
+	})
 }
 
 // topicFlags are the flags of the topic subcommands that take any.

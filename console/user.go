@@ -44,36 +44,13 @@ type userFlags struct {
 
 // User is `tollgate user`.
 func User(ctx context.Context, args []string, std IO) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(std.Err, strings.TrimSpace(userUsage))
-		if len(args) == 0 {
-			return ExitUsage
-		}
-		return ExitOK
-	}
-	sub, args := args[0], args[1:]
-	run, ok := map[string]func(context.Context, *common, *userFlags, []string, IO) error{
-		"list":   userList,
-		"set":    userSet,
-		"delete": userDelete,
-	}[sub]
-	name := "user " + sub
-	if !ok {
-		return finish(std.Err, "user", usagef("unknown subcommand %q (list, set, delete)", sub))
-	}
-	var c common
-	var f userFlags
-	fs := newFlagSet(name, userUsage, std.Err)
-	c.register(fs)
-	registerUser(fs, sub, &f)
-	pos, err := parseArgs(fs, args)
-	if err == nil {
-		err = c.check(std)
-	}
-	if err == nil {
-		err = run(ctx, &c, &f, pos, std)
-	}
-	return finish(std.Err, name, err)
+	return runSubcommand(ctx, "user", userUsage, args, std, []subcommand[userFlags]{
+		{"list", userList}, {"set", userSet}, {"delete", userDelete},
+	}, func(fs *flag.FlagSet, sub string) (*userFlags, func() error) {
+		var f userFlags
+		registerUser(fs, sub, &f)
+		return &f, nil
+	})
 }
 
 func registerUser(fs *flag.FlagSet, sub string, f *userFlags) {
