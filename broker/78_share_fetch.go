@@ -82,6 +82,7 @@ type shareFetch struct {
 	member string
 	cfg    shareSettings
 	parts  map[partID]*kmsg.ShareFetchResponseTopicPartition
+	recs   map[partID]*shareRecs // each partition's batches, sent from the segment files
 	order  []partID
 	sess   *shareSession
 	waits  []<-chan error
@@ -92,7 +93,7 @@ func handleShareFetch(c *Conn, kreq kmsg.Request, r reply) {
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
 	group, member := deref(req.GroupID), deref(req.MemberID)
 	sf := &shareFetch{c: c, req: req, resp: resp, member: member, cfg: c.b.groups.shareConfig(group),
-		parts: map[partID]*kmsg.ShareFetchResponseTopicPartition{}}
+		parts: map[partID]*kmsg.ShareFetchResponseTopicPartition{}, recs: map[partID]*shareRecs{}}
 	resp.AcquisitionLockTimeoutMillis = int32(sf.cfg.lockDuration.Milliseconds())
 	if code := sf.check(group); code != 0 {
 		resp.ErrorCode = code
@@ -356,15 +357,21 @@ func (sf *shareFetch) acquire(g *group) int32 {
 		}
 		recs, ranges, code := g.shareAcquirePart(id, sf.member, budget-total, sf.req.ShareAcquireMode == 1, sf.cfg, max(bytesLeft, 1), sf.valid)
 		if !sf.valid(g) {
+			recs.release()
 			break // the group or the session ended while a read ran unlocked
 		}
 		if code == 0 && len(ranges) == 0 {
+			recs.release()
 			continue
 		}
 		rp := sf.part(id.tid, id.p)
-		rp.ErrorCode, rp.Records, rp.AcquiredRecords = code, recs, ranges
+		rp.ErrorCode, rp.AcquiredRecords = code, ranges
+		sf.recs[id].release()
+		sf.recs[id] = recs
 		total += acquiredRanges(ranges).count()
-		bytesLeft -= len(recs)
+		if recs != nil {
+			bytesLeft -= recs.size
+		}
 	}
 	for _, k := range sf.order {
 		ps := sf.sess.parts[k.tid]
@@ -406,11 +413,13 @@ func (g *group) unlocked(fn func()) {
 }
 
 // shareAcquirePart acquires up to budget records of one partition for
-// member and returns their batches. Caller holds g.mu; the log reads run
-// with it released (state is decided under the lock: records already
-// acquired are re-read unlocked; new records are acquired only if the
-// window did not move during their read).
-func (g *group) shareAcquirePart(id partID, member string, budget int32, strict bool, cfg shareSettings, maxBytes int, valid func(*group) bool) ([]byte, acquiredRanges, int16) {
+// member and returns their batches, as read results of the segment files
+// (sent with sendfile, as Fetch's; nothing is copied or decoded: the
+// bookkeeping needs only the batch headers). Caller holds g.mu; the log
+// reads run with it released (state is decided under the lock: records
+// already acquired are re-read unlocked; new records are acquired only if
+// the window did not move during their read).
+func (g *group) shareAcquirePart(id partID, member string, budget int32, strict bool, cfg shareSettings, maxBytes int, valid func(*group) bool) (*shareRecs, acquiredRanges, int16) {
 	t := g.c.b.lookupID(id.tid)
 	if t == nil {
 		return nil, nil, kerr.UnknownTopicID.Code
@@ -427,10 +436,10 @@ func (g *group) shareAcquirePart(id partID, member string, budget int32, strict 
 		upTo = p.log.LastStableOffset()
 	}
 	r1 := sp.acquireAvailable(member, budget, deadline, cfg.deliveryLimit)
-	var out []byte
+	out := &shareRecs{}
 	if len(r1) > 0 {
 		var err error
-		g.unlocked(func() { out, err = readShareRange(p, r1[0].FirstOffset, r1[len(r1)-1].LastOffset, upTo) })
+		g.unlocked(func() { err = readShareRange(p, r1[0].FirstOffset, r1[len(r1)-1].LastOffset, upTo, out) })
 		if err != nil {
 			g.c.b.log.Error("share fetch read", "partition", p.dirName(), "err", err)
 		}
@@ -439,28 +448,34 @@ func (g *group) shareAcquirePart(id partID, member string, budget int32, strict 
 	ranges := r1
 	// New records, read in shareReadChunk steps so that what is read
 	// follows what the record budget and MaxBytes can use (a 1 GiB backlog
-	// costs one chunk for a one-record fetch, not a 1 GiB copy).
+	// costs one chunk for a one-record fetch, not a 1 GiB read).
 	for range shareReadMaxChunks {
 		if !valid(g) || g.sg.parts[tp] != sp {
 			break
 		}
 		room := defaultShareMaxRecordLocks - (sp.end - sp.spso)
-		if budget <= 0 || sp.end >= upTo || room <= 0 || (maxBytes <= len(out) && len(out) > 0) {
+		if budget <= 0 || sp.end >= upTo || room <= 0 || (maxBytes <= out.size && out.size > 0) {
 			break
 		}
 		r2, chunk, moved, code := g.shareAcquireChunk(p, tp, sp, member, min(int64(budget), room), strict, cfg, deadline, upTo,
-			max(min(maxBytes-len(out), shareReadChunk), 1), valid)
+			max(min(maxBytes-out.size, shareReadChunk), 1), valid)
 		if code != 0 {
 			return out, ranges, code
 		}
 		if !moved {
 			break
 		}
-		out = appendNewBatches(out, chunk)
+		out.addNew(chunk)
 		ranges = append(ranges, r2...)
 		budget -= r2.count()
 	}
 	return out, ranges, 0
+}
+
+// shareChunk is a read result and its batch headers.
+type shareChunk struct {
+	rr *storage.ReadResult
+	hs []storage.BatchHeader
 }
 
 // shareAcquireChunk reads up to maxBytes (at least one batch) at sp.end
@@ -470,84 +485,137 @@ func (g *group) shareAcquirePart(id partID, member string, budget int32, strict 
 // fetch moved the window meanwhile, the read is dropped and the caller
 // reads again from the new end.
 func (g *group) shareAcquireChunk(p *partition, tp tpKey, sp *sharePartition, member string, budget int64, strict bool, cfg shareSettings,
-	deadline time.Time, upTo int64, maxBytes int, valid func(*group) bool) (acquiredRanges, []byte, bool, int16) {
+	deadline time.Time, upTo int64, maxBytes int, valid func(*group) bool) (acquiredRanges, shareChunk, bool, int16) {
 	from := sp.end
-	var buf []byte
-	var next int64
+	var ch shareChunk
 	var err error
-	g.unlocked(func() { buf, next, err = readShareChunk(p, from, maxBytes, upTo) })
+	g.unlocked(func() { ch, err = readShareChunk(p, from, maxBytes, upTo) })
 	if err != nil {
 		if code := storageCode(err); code != kerr.KafkaStorageError.Code {
-			return nil, nil, false, code
+			return nil, shareChunk{}, false, code
 		}
 		g.c.b.log.Error("share fetch read", "partition", p.dirName(), "err", err)
-		return nil, nil, false, kerr.KafkaStorageError.Code
+		return nil, shareChunk{}, false, kerr.KafkaStorageError.Code
 	}
 	if !valid(g) || g.sg.parts[tp] != sp {
-		return nil, nil, false, 0
+		ch.release()
+		return nil, shareChunk{}, false, 0
 	}
 	if sp.end != from {
-		return nil, nil, true, 0 // raced with another fetch: read again
+		ch.release()
+		return nil, shareChunk{}, true, 0 // raced with another fetch: read again
 	}
-	bs := splitBatches(buf)
+	bs := make([]batchInfo, len(ch.hs))
+	for i, h := range ch.hs {
+		bs[i] = batchInfo{base: h.BaseOffset, last: h.LastOffset, pid: h.ProducerID, control: h.Control, txn: h.Transactional, start: h.Pos, end: h.End}
+	}
 	var aborted []storage.AbortedTxn
 	if cfg.readCommitted {
-		aborted = p.log.AbortedTransactions(from, next)
+		aborted = p.log.AbortedTransactions(from, ch.rr.NextOffset)
 	}
 	r2, sendTo := sp.acquireNew(bs, aborted, member, int32(budget), strict, deadline, cfg.deliveryLimit)
-	return r2, buf[:sendTo], sp.end > from, 0
+	ch.cut(sendTo)
+	return r2, ch, sp.end > from, 0
 }
 
-// readShareChunk copies up to maxBytes (at least one batch) of p's log
-// from offset, below upTo, and returns it and the next offset.
-func readShareChunk(p *partition, from int64, maxBytes int, upTo int64) ([]byte, int64, error) {
+// readShareChunk reads up to maxBytes (at least one batch) of p's log
+// from offset, below upTo, and its batch headers.
+func readShareChunk(p *partition, from int64, maxBytes int, upTo int64) (shareChunk, error) {
 	rr, err := p.log.ReadUpTo(from, int32(maxBytes), upTo)
 	if err != nil {
-		return nil, 0, err
+		return shareChunk{}, err
 	}
-	defer rr.Release()
-	buf, err := rr.AppendTo(nil)
+	hs, err := rr.Headers()
 	if err != nil {
-		return nil, 0, fmt.Errorf("share fetch read %s: %w", p.dirName(), err)
+		rr.Release()
+		return shareChunk{}, fmt.Errorf("share fetch read %s: %w", p.dirName(), err)
 	}
-	return buf, rr.NextOffset, nil
+	return shareChunk{rr, hs}, nil
 }
 
-// appendNewBatches appends the batches of more that start past the last
-// batch of have (a batch holding both redelivered and new records is sent
-// once).
-func appendNewBatches(have, more []byte) []byte {
-	hb := splitBatches(have)
-	if len(hb) == 0 {
-		return append(have, more...)
+func (ch *shareChunk) release() {
+	if ch.rr != nil {
+		ch.rr.Release()
+		ch.rr, ch.hs = nil, nil
 	}
-	last := hb[len(hb)-1].last
-	for _, bi := range splitBatches(more) {
-		if bi.base > last {
-			have = append(have, more[bi.start:bi.end]...)
-		}
-	}
-	return have
 }
 
-// readShareRange returns the batches holding offsets [lo, hi].
-func readShareRange(p *partition, lo, hi, upTo int64) ([]byte, error) {
-	var out []byte
+// cut keeps the batches ending at or before byte n.
+func (ch *shareChunk) cut(n int) {
+	if ch.rr == nil {
+		return
+	}
+	if n <= 0 {
+		ch.release()
+		return
+	}
+	ch.rr.Slice(0, n)
+	k := 0
+	for k < len(ch.hs) && ch.hs[k].End <= n {
+		k++
+	}
+	ch.hs = ch.hs[:k]
+}
+
+// shareRecs is one partition's records of a ShareFetch answer: read
+// results of the segment files, in offset order, each batch once.
+type shareRecs struct {
+	rrs  []*storage.ReadResult
+	size int
+	last int64 // base offset of the last batch held; -1: none
+	has  bool
+}
+
+// addNew appends the batches of ch that start past the last batch held
+// (a batch holding both redelivered and new records is sent once); ch
+// moves into rs.
+func (rs *shareRecs) addNew(ch shareChunk) {
+	if ch.rr == nil {
+		return
+	}
+	k := 0
+	for rs.has && k < len(ch.hs) && ch.hs[k].BaseOffset <= rs.last {
+		k++
+	}
+	if k == len(ch.hs) {
+		ch.release()
+		return
+	}
+	if k > 0 {
+		ch.rr.Slice(ch.hs[k].Pos, ch.rr.Size)
+	}
+	rs.rrs = append(rs.rrs, ch.rr)
+	rs.size += ch.rr.Size
+	rs.last, rs.has = ch.hs[len(ch.hs)-1].BaseOffset, true
+}
+
+// release drops every read result held.
+func (rs *shareRecs) release() {
+	if rs == nil {
+		return
+	}
+	for _, rr := range rs.rrs {
+		rr.Release()
+	}
+	rs.rrs, rs.size = nil, 0
+}
+
+// readShareRange adds to out the batches holding offsets [lo, hi].
+func readShareRange(p *partition, lo, hi, upTo int64, out *shareRecs) error {
 	off := lo
 	for range shareReadMaxChunks {
-		rr, err := p.log.ReadUpTo(off, shareReadChunk, upTo)
+		ch, err := readShareChunk(p, off, shareReadChunk, upTo)
 		if err != nil {
-			return out, err
+			return err
 		}
-		out, err = rr.AppendTo(out)
-		size, next := rr.Size, rr.NextOffset
-		rr.Release()
-		if err != nil || size == 0 || next > hi || next <= off {
-			return out, err
+		size, next := ch.rr.Size, ch.rr.NextOffset
+		out.addNew(ch)
+		if size == 0 || next > hi || next <= off {
+			return nil
 		}
 		off = next
 	}
-	return out, nil
+	return nil
 }
 
 // longPoll waits for records, then acquires again and answers.
@@ -579,6 +647,7 @@ func (sf *shareFetch) longPoll(g *group, maxWait time.Duration, r reply) {
 		chosen, _, _ := reflect.Select(cases)
 		switch chosen {
 		case 1:
+			sf.release()
 			r(nil, ErrClosed)
 			return
 		case 0, 2:
@@ -610,18 +679,13 @@ func (sf *shareFetch) reply(r reply) {
 				}
 			}
 		}
-		byTopic := map[[16]byte]int{}
-		for _, k := range sf.order {
-			i, ok := byTopic[k.tid]
-			if !ok {
-				i = len(sf.resp.Topics)
-				byTopic[k.tid] = i
-				rt := kmsg.NewShareFetchResponseTopic()
-				rt.TopicID = k.tid
-				sf.resp.Topics = append(sf.resp.Topics, rt)
-			}
-			sf.resp.Topics[i].Partitions = append(sf.resp.Topics[i].Partitions, *sf.parts[k])
-		}
-		r(encode(sf.resp), nil)
+		r(sf.encode(), nil)
 	})
+}
+
+// release drops the read results of an answer that will not be sent.
+func (sf *shareFetch) release() {
+	for _, rs := range sf.recs {
+		rs.release()
+	}
 }

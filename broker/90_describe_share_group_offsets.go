@@ -77,7 +77,7 @@ func (b *Broker) describeShareOffsets(rg kmsg.DescribeShareGroupOffsetsRequestGr
 			case sp != nil:
 				sp.fixStart(p.log.LogStartOffset())
 				op.StartOffset, op.LeaderEpoch = sp.spso, 0
-				op.Lag = max(0, p.log.HighWatermark()-sp.end) + int64(len(sp.recs))
+				op.Lag = max(0, p.log.HighWatermark()-sp.end) + int64(sp.live)
 			}
 			ot.Partitions = append(ot.Partitions, op)
 		}

@@ -29,10 +29,13 @@ import (
 //	          or archived once the delivery count reached the limit
 //	acquired --renew (KIP-1222)--> acquired with a fresh lock
 //
-// Only available and acquired records are kept in recs: an offset of the
-// window missing from recs is done (acknowledged, archived, a control
-// record, or a hole left by compaction). The SPSO moves up past done
-// offsets at once.
+// The window is a slice with one entry per offset (win[i] is offset
+// spso+i), so acquisitions and acknowledgements, which work on offset
+// ranges, cost no map operation or allocation per record (issue 22: the
+// map of one heap object per record made ShareFetch 11x the broker CPU of
+// Fetch). An entry in state recDone is done (acknowledged, archived, a
+// control record, or a hole left by compaction). The SPSO moves up past
+// done offsets at once, so win[0], if any, is not done.
 //
 // Durability: after every change the partition's state is written to the
 // coordinator journal (one record per partition, key "s NUL group NUL
@@ -51,7 +54,13 @@ type recState uint8
 const (
 	recAvailable recState = iota
 	recAcquired
+	recDone
 )
+
+// maxShareHole is the largest run of missing offsets (a hole compaction
+// left) kept as done entries inside a non-empty window; past a larger one
+// acquisition stops until the window empties, and then jumps it.
+const maxShareHole = defaultShareMaxRecordLocks
 
 // Acknowledge types (Kafka's AcknowledgeType; 0 is a gap, KIP-932; 4 is
 // renew, KIP-1222).
@@ -75,15 +84,58 @@ type shareRecord struct {
 type sharePartition struct {
 	tid         [16]byte // topic id the state is for (zero: written before ids were kept)
 	spso, end   int64
-	recs        map[int64]*shareRecord
-	acquired    int       // records in recAcquired
-	minDeadline time.Time // no acquisition lock ends before this
-	dirty       bool      // changed since last written to the journal
+	win         []shareRecord // offsets [spso, end); len(win) == end-spso
+	live        int           // entries not done (available or acquired)
+	acquired    int           // records in recAcquired
+	minDeadline time.Time     // no acquisition lock ends before this
+	dirty       bool          // changed since last written to the journal
 	counters    *shareCounters
 }
 
 func newSharePartition(start int64, counters *shareCounters) *sharePartition {
-	return &sharePartition{spso: start, end: start, recs: map[int64]*shareRecord{}, counters: counters}
+	return &sharePartition{spso: start, end: start, counters: counters}
+}
+
+// rec is the in-flight record at o, nil when o is done or outside the
+// window. The pointer is valid until the window next grows or advances.
+func (sp *sharePartition) rec(o int64) *shareRecord {
+	if o < sp.spso || o >= sp.end {
+		return nil
+	}
+	if r := &sp.win[o-sp.spso]; r.state != recDone {
+		return r
+	}
+	return nil
+}
+
+// done marks o's record done (it must be in flight and not acquired).
+func (sp *sharePartition) done(o int64) {
+	sp.win[o-sp.spso] = shareRecord{state: recDone}
+	sp.live--
+}
+
+// extendTo grows the window to end at end, the new offsets done.
+func (sp *sharePartition) extendTo(end int64) {
+	if end <= sp.end {
+		return
+	}
+	if sp.spso == sp.end {
+		sp.win = sp.win[:0]
+		sp.spso, sp.end = end, end
+		return
+	}
+	for range end - sp.end {
+		sp.win = append(sp.win, shareRecord{state: recDone})
+	}
+	sp.end = end
+}
+
+// push appends o (== sp.end) as a new available record and returns it.
+func (sp *sharePartition) push(deliveries int16) *shareRecord {
+	sp.win = append(sp.win, shareRecord{deliveries: deliveries})
+	sp.end++
+	sp.live++
+	return &sp.win[len(sp.win)-1]
 }
 
 // sharePart returns the state of tp for g, creating it at the offset
@@ -131,23 +183,38 @@ func (sp *sharePartition) fixStart(logStart int64) {
 	if sp.spso >= logStart {
 		return
 	}
-	for o, r := range sp.recs {
-		if o < logStart {
-			if r.state == recAcquired {
-				sp.acquired--
-			}
-			delete(sp.recs, o)
+	n := min(logStart, sp.end) - sp.spso
+	for i := range n {
+		switch sp.win[i].state {
+		case recAcquired:
+			sp.acquired--
+			sp.live--
+		case recAvailable:
+			sp.live--
 		}
 	}
-	sp.spso, sp.end = logStart, max(sp.end, logStart)
+	sp.win = sp.win[n:]
+	sp.spso += n
+	if sp.spso < logStart {
+		sp.win = sp.win[:0]
+		sp.spso, sp.end = logStart, logStart
+	}
 	sp.dirty = true
+	sp.advance()
 }
 
 // advance moves the SPSO past done offsets.
 func (sp *sharePartition) advance() {
-	for sp.spso < sp.end && sp.recs[sp.spso] == nil {
-		sp.spso++
+	n := 0
+	for n < len(sp.win) && sp.win[n].state == recDone {
+		n++
 	}
+	if n == len(sp.win) {
+		sp.win = sp.win[:0] // keep the array for the next records
+	} else {
+		sp.win = sp.win[n:]
+	}
+	sp.spso += int64(n)
 }
 
 // acquireOne acquires offset o (whose record is available) for member,
@@ -155,7 +222,7 @@ func (sp *sharePartition) advance() {
 // record was acquired.
 func (sp *sharePartition) acquireOne(o int64, r *shareRecord, member string, deadline time.Time, limit int16) bool {
 	if r.deliveries >= limit {
-		delete(sp.recs, o)
+		sp.done(o)
 		sp.counters.archivedAtLimit()
 		return false
 	}
@@ -196,13 +263,13 @@ func (a acquiredRanges) count() int32 {
 // window, lowest offset first.
 func (sp *sharePartition) acquireAvailable(member string, budget int32, deadline time.Time, limit int16) acquiredRanges {
 	var out acquiredRanges
-	if len(sp.recs) == sp.acquired {
+	if sp.live == sp.acquired {
 		return nil
 	}
 	n := int32(0)
 	for o := sp.spso; o < sp.end && n < budget; o++ {
-		r := sp.recs[o]
-		if r == nil || r.state != recAvailable {
+		r := &sp.win[o-sp.spso]
+		if r.state != recAvailable {
 			continue
 		}
 		if sp.acquireOne(o, r, member, deadline, limit) {
@@ -285,17 +352,20 @@ func (sp *sharePartition) acquireNew(bs []batchInfo, aborted []storage.AbortedTx
 		if n >= budget {
 			break
 		}
+		if bi.base > sp.end && sp.spso < sp.end && bi.base-sp.end > maxShareHole {
+			break // a large compaction hole: acquired once the window empties
+		}
 		from := max(bi.base, sp.end)
 		if bi.control || abortedBatch(bi, aborted) {
-			sp.end = bi.last + 1
+			sp.extendTo(bi.last + 1)
 			continue
 		}
+		sp.extendTo(from)
 		for o := from; o <= bi.last; o++ {
 			if strict && n >= budget {
 				break
 			}
-			r := &shareRecord{}
-			sp.recs[o] = r
+			r := sp.push(0)
 			sp.acquireOne(o, r, member, deadline, limit)
 			out.add(o, r.deliveries)
 			n++
@@ -357,7 +427,7 @@ func (sp *sharePartition) acknowledge(member string, bs []ackBatch, now time.Tim
 			return kerr.InvalidRecordState.Code, false
 		}
 		for o := max(b.first, sp.spso); o <= b.last; o++ {
-			r := sp.recs[o]
+			r := sp.rec(o)
 			if r == nil && b.ackType(o) == ackGap {
 				continue
 			}
@@ -368,7 +438,7 @@ func (sp *sharePartition) acknowledge(member string, bs []ackBatch, now time.Tim
 	}
 	for _, b := range bs {
 		for o := max(b.first, sp.spso); o <= b.last; o++ {
-			r := sp.recs[o]
+			r := sp.rec(o)
 			if r == nil {
 				continue
 			}
@@ -379,8 +449,8 @@ func (sp *sharePartition) acknowledge(member string, bs []ackBatch, now time.Tim
 			case ackRelease:
 				released = sp.release(o, r, cfg.deliveryLimit) || released
 			default: // accept, reject, gap: done
-				delete(sp.recs, o)
 				sp.acquired--
+				sp.done(o)
 			}
 		}
 	}
@@ -395,7 +465,7 @@ func (sp *sharePartition) release(o int64, r *shareRecord, limit int16) bool {
 	sp.acquired--
 	sp.dirty = true
 	if r.deliveries >= limit {
-		delete(sp.recs, o)
+		sp.done(o)
 		sp.counters.archivedAtLimit()
 		return false
 	}
@@ -410,9 +480,9 @@ func (sp *sharePartition) releaseWhere(limit int16, match func(*shareRecord) boo
 		return false
 	}
 	released := false
-	for o, r := range sp.recs {
-		if r.state == recAcquired && match(r) {
-			released = sp.release(o, r, limit) || released
+	for i := range sp.win {
+		if r := &sp.win[i]; r.state == recAcquired && match(r) {
+			released = sp.release(sp.spso+int64(i), r, limit) || released
 		}
 	}
 	sp.advance()
@@ -509,9 +579,9 @@ func (sp *sharePartition) record() shareStateRecord {
 	if sp.tid != ([16]byte{}) {
 		rec.TopicID = hex.EncodeToString(sp.tid[:])
 	}
-	for o := sp.spso; o < sp.end; o++ {
-		r := sp.recs[o]
-		if r == nil {
+	for i := range sp.win {
+		o, r := sp.spso+int64(i), &sp.win[i]
+		if r.state == recDone {
 			continue
 		}
 		if n := len(rec.Runs); n > 0 && rec.Runs[n-1][1] == o-1 && rec.Runs[n-1][2] == int64(r.deliveries) {
@@ -560,28 +630,35 @@ func (sp *sharePartition) encode() []byte {
 }
 
 // shareUndo is what an acknowledgement can change in a sharePartition:
-// its scalar fields and the records of the acknowledged ranges (nil: not
-// in the window's map).
+// its scalar fields and the entries of the acknowledged ranges (an
+// acknowledgement never moves end; the entries advance drops from the
+// front are done ones, which restore puts back as done).
 type shareUndo struct {
-	spso, end   int64
-	acquired    int
-	minDeadline time.Time
-	dirty       bool
-	recs        map[int64]*shareRecord
+	spso, end      int64
+	live, acquired int
+	minDeadline    time.Time
+	dirty          bool
+	recs           []undoRec
+}
+
+type undoRec struct {
+	o int64
+	r shareRecord
 }
 
 // undoFor records the state that acknowledging bs may change, so that
 // restore can put it back if the change cannot be written. The cost is the
-// acknowledged records, not the window.
+// acknowledged records, not the window: one allocation.
 func (sp *sharePartition) undoFor(bs []ackBatch) shareUndo {
-	u := shareUndo{spso: sp.spso, end: sp.end, acquired: sp.acquired, minDeadline: sp.minDeadline, dirty: sp.dirty,
-		recs: map[int64]*shareRecord{}}
+	u := shareUndo{spso: sp.spso, end: sp.end, live: sp.live, acquired: sp.acquired, minDeadline: sp.minDeadline, dirty: sp.dirty}
+	n := int64(0)
+	for _, b := range bs {
+		n += max(min(b.last+1, sp.end)-max(b.first, sp.spso), 0)
+	}
+	u.recs = make([]undoRec, 0, n)
 	for _, b := range bs {
 		for o := max(b.first, sp.spso); o <= b.last && o < sp.end; o++ {
-			if r := sp.recs[o]; r != nil {
-				rc := *r
-				u.recs[o] = &rc
-			}
+			u.recs = append(u.recs, undoRec{o, sp.win[o-sp.spso]})
 		}
 	}
 	return u
@@ -589,9 +666,16 @@ func (sp *sharePartition) undoFor(bs []ackBatch) shareUndo {
 
 // restore undoes the acknowledgement undoFor was taken for.
 func (sp *sharePartition) restore(u shareUndo) {
-	sp.spso, sp.end, sp.acquired, sp.minDeadline, sp.dirty = u.spso, u.end, u.acquired, u.minDeadline, u.dirty
-	for o, r := range u.recs {
-		sp.recs[o] = r
+	if k := sp.spso - u.spso; k > 0 {
+		front := make([]shareRecord, k, k+int64(len(sp.win)))
+		for i := range front {
+			front[i].state = recDone
+		}
+		sp.win = append(front, sp.win...)
+	}
+	sp.spso, sp.end, sp.live, sp.acquired, sp.minDeadline, sp.dirty = u.spso, u.end, u.live, u.acquired, u.minDeadline, u.dirty
+	for _, ur := range u.recs {
+		sp.win[ur.o-sp.spso] = ur.r
 	}
 }
 
@@ -668,12 +752,14 @@ func (c *coordinator) loadSharePart(e journalEntry) error {
 			return fmt.Errorf("coordinator journal: share-partition %q: bad topic id %q", e.key, rec.TopicID)
 		}
 	}
-	sp.end = max(rec.End, rec.SPSO)
 	for _, run := range rec.Runs {
-		for o := max(run[0], rec.SPSO); o <= run[1] && o < sp.end; o++ {
-			sp.recs[o] = &shareRecord{deliveries: int16(run[2])}
+		for o := max(run[0], sp.end); o <= run[1] && o < rec.End; o++ {
+			sp.extendTo(o)
+			sp.push(int16(run[2]))
 		}
 	}
+	// Offsets past the last run are done: the window ends at rec.End.
+	sp.extendTo(rec.End)
 	sp.advance()
 	g.sg.parts[tpKey{parts[1], int32(p)}] = sp
 	return nil

@@ -364,10 +364,8 @@ func TestShareUndoRestoresState(t *testing.T) {
 	sp := newSharePartition(0, nil)
 	now := time.Now()
 	for o := range int64(10) {
-		r := &shareRecord{deliveries: int16(o % 3)}
-		sp.recs[o] = r
+		r := sp.push(int16(o % 3))
 		sp.acquireOne(o, r, "m", now.Add(time.Minute), 5)
-		sp.end = o + 1
 	}
 	cfg := shareSettings{lockDuration: time.Minute, deliveryLimit: 2}
 	before, acquired := sp.record(), sp.acquired
@@ -384,7 +382,7 @@ func TestShareUndoRestoresState(t *testing.T) {
 		t.Fatalf("restored %+v (acquired %d), want %+v (%d)", got, sp.acquired, before, acquired)
 	}
 	for o := range int64(10) {
-		if r := sp.recs[o]; r == nil || r.state != recAcquired || r.owner != "m" {
+		if r := sp.rec(o); r == nil || r.state != recAcquired || r.owner != "m" {
 			t.Fatalf("offset %d after restore: %+v", o, r)
 		}
 	}

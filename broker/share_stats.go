@@ -86,7 +86,7 @@ func (b *Broker) ShareStats() []ShareStat {
 			for tp, sp := range g.sg.parts {
 				out = append(out, ShareStat{Group: g.name, Topic: tp.topic, Partition: tp.partition, StartOffset: sp.spso,
 					Acquired: int64(sp.acquired)})
-				ws = append(ws, window{b.partitionOf(b.lookup(tp.topic), tp.partition), sp.end, int64(len(sp.recs))})
+				ws = append(ws, window{b.partitionOf(b.lookup(tp.topic), tp.partition), sp.end, int64(sp.live)})
 			}
 		}
 		g.mu.Unlock()

@@ -322,3 +322,61 @@ func (r *ReadResult) AppendTo(b []byte) ([]byte, error) {
 func (l *Log) limitLocked(seg *segment) int64 {
 	return readStop{seg: l.hwSeg, pos: l.hwPos}.limit(seg)
 }
+
+// BatchHeader is one batch of a ReadResult as a share-group acquisition
+// needs it (offsets and the attributes that decide delivery); Pos and End
+// are its byte range within the result (0: the result's first byte).
+type BatchHeader struct {
+	BaseOffset, LastOffset int64
+	ProducerID             int64
+	Control, Transactional bool
+	Pos, End               int
+}
+
+// Headers returns the header of every batch of r in order, one pread of
+// the 61-byte fixed header per batch: the records stay in the file.
+func (r *ReadResult) Headers() ([]BatchHeader, error) {
+	var out []BatchHeader
+	base := 0
+	var hb [batchHeaderSize]byte
+	for _, s := range r.Sections {
+		for pos := int64(0); pos < s.Len; {
+			h, err := s.seg.readHeader(s.Pos+pos, &hb)
+			if err != nil {
+				return out, fmt.Errorf("%w: %w", ErrStorage, err)
+			}
+			size := int64(h.size())
+			if size < batchHeaderSize || pos+size > s.Len {
+				return out, fmt.Errorf("%w: batch at %s:%d overruns its section", ErrStorage, s.seg.logPath(), s.Pos+pos)
+			}
+			out = append(out, BatchHeader{BaseOffset: h.baseOffset, LastOffset: h.lastOffset(), ProducerID: h.producerID,
+				Control: h.isControl(), Transactional: h.isTxn(), Pos: base + int(pos), End: base + int(pos+size)})
+			pos += size
+		}
+		base += int(s.Len)
+	}
+	return out, nil
+}
+
+// Slice keeps bytes [from, to) of r (batch boundaries, as Headers gives
+// them) and releases the segments no longer used. NextOffset is left as
+// it was.
+func (r *ReadResult) Slice(from, to int) {
+	var kept []Section
+	base := int64(0)
+	f, t := int64(from), int64(to)
+	for _, s := range r.Sections {
+		lo, hi := max(f, base), min(t, base+s.Len)
+		if lo < hi {
+			kept = append(kept, Section{seg: s.seg, Pos: s.Pos + (lo - base), Len: hi - lo})
+		} else {
+			s.seg.unref()
+		}
+		base += s.Len
+	}
+	r.Sections = kept
+	r.Size = 0
+	for _, s := range kept {
+		r.Size += int(s.Len)
+	}
+}

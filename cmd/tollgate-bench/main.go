@@ -8,6 +8,7 @@
 //	go run ./cmd/tollgate-bench --suite broker --tollgate /tmp/tollgate
 //	go run ./cmd/tollgate-bench --suite soak --duration 2m   # RSS and goroutines under churn
 //	go run ./cmd/tollgate-bench --suite faults --tollgate /tmp/tollgate  # loss/duplication/order under faults
+//	go run ./cmd/tollgate-bench --suite share --tollgate /tmp/tollgate   # ShareFetch vs classic Fetch on the built-in broker
 package main
 
 import (
@@ -67,7 +68,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		inProcess  = fs.Bool("in-process", false, "run relay and gateway in this process (no CPU or RSS figures)")
 		check      = fs.Bool("check", false, "exit 3 if a target of the issue is missed")
 		quiet      = fs.Bool("quiet", false, "no per-run progress on stderr")
-		suite      = fs.String("suite", string(bench.SuiteGateway), "gateway | policy | audit | tls | single-port | broker | soak | faults")
+		suite      = fs.String("suite", string(bench.SuiteGateway), "gateway | policy | audit | tls | single-port | broker | soak | faults | share")
 		workDir    = fs.String("work-dir", "", "policy/audit/tls: keep each variant's config file, audit sink and certificates here (default: a temporary directory, removed)")
 
 		tollgateBin    = fs.String("tollgate", "", "broker: the tollgate binary to measure (default: tollgate beside this command, else on $PATH)")
@@ -79,13 +80,16 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		brokerRate     = fs.Int("broker-rate", 10000, "broker: records/s of the latency runs")
 		brokerLatDur   = fs.Duration("broker-latency-duration", 5*time.Second, "broker: length of each latency run")
 
+		shareMiB        = fs.Int64("share-mib", 256, "share: MiB of records read per run")
+		shareMaxRecords = fs.Int("share-max-records", 0, "share: the share consumer's MaxRecords per ShareFetch (0: kgo's default, 500)")
+
 		faultList   = fs.String("faults", strings.Join(bench.FaultNames, ","), "faults: the faults to apply")
 		faultModes  = fs.String("fault-modes", strings.Join(bench.FaultModes, ",")+",direct", "faults: listener modes (direct: no gateway, a baseline for the upstream faults stop and moves)")
 		faultCycles = fs.Int("fault-cycles", 3, "faults: faults applied per run")
 		faultHold   = fs.Duration("fault-hold", 3*time.Second, "faults: traffic before the first fault and after each")
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tollgate-bench [--suite gateway|policy|audit|tls|single-port|broker|soak|faults] [flags]\n\nworkloads: "+strings.Join(bench.WorkloadNames(), ", ")+
+		fmt.Fprintln(stderr, "usage: tollgate-bench [--suite gateway|policy|audit|tls|single-port|broker|soak|faults|share] [flags]\n\nworkloads: "+strings.Join(bench.WorkloadNames(), ", ")+
 			"\n(policy, audit and tls default to "+strings.Join(bench.SuiteWorkloads, ",")+")\n\nflags:")
 		fs.PrintDefaults()
 	}
@@ -140,6 +144,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		return 0
+	}
+	if bench.Suite(*suite) == bench.SuiteShare {
+		return shareCmd(ctx, *tollgateBin, *brokerDir, *shareMiB<<20, *partitions, *rounds, int32(*shareMaxRecords), set, *jsonOut, *check, *quiet, stdout, stderr)
 	}
 	if bench.Suite(*suite) == bench.SuiteFaults {
 		return faultsCmd(ctx, *tollgateBin, *workDir, *faultList, *faultModes, *faultCycles, *faultHold, *jsonOut, *check, *quiet, stdout, stderr)
@@ -199,7 +206,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		rep, err = bench.RunSoak(ctx, opts)
 	default:
-		fmt.Fprintf(stderr, "tollgate-bench: unknown suite %q (want gateway, policy, audit, tls, single-port, broker, soak or faults)\n", *suite)
+		fmt.Fprintf(stderr, "tollgate-bench: unknown suite %q (want gateway, policy, audit, tls, single-port, broker, soak, faults or share)\n", *suite)
 		return 2
 	}
 	if err != nil {
@@ -216,6 +223,46 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *check && !rep.Met() {
+		return 3
+	}
+	return 0
+}
+
+// shareCmd runs --suite share: a share-group and a classic-group kgo
+// consumer read the same records from the built-in broker, alternately,
+// --rounds times (default 5 for this suite); --check exits 3 if share
+// throughput is below 0.9x classic.
+func shareCmd(ctx context.Context, tollgateBin, dir string, n int64, partitions, rounds int, maxRecords int32, set map[string]bool, jsonOut, check, quiet bool, stdout, stderr io.Writer) int {
+	bin, err := findTollgate(tollgateBin)
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate-bench:", err)
+		return 2
+	}
+	cfg := bench.ShareConfig{Tollgate: bin, Dir: dir, Bytes: n, ShareMaxRecords: maxRecords}
+	if set["partitions"] {
+		cfg.Partitions = partitions
+	}
+	if set["rounds"] {
+		cfg.Rounds = rounds
+	}
+	if !quiet {
+		cfg.Log = stderr
+	}
+	rep, err := bench.RunShare(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate-bench:", err)
+		return 1
+	}
+	if jsonOut {
+		err = rep.WriteJSON(stdout)
+	} else {
+		err = rep.WriteTable(stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate-bench:", err)
+		return 1
+	}
+	if check && !rep.Met() {
 		return 3
 	}
 	return 0
@@ -291,5 +338,5 @@ func findTollgate(path string) (string, error) {
 	if p, err := exec.LookPath("tollgate"); err == nil {
 		return p, nil
 	}
-	return "", errors.New("--suite broker and --suite faults need the tollgate binary: build it (go build -o /tmp/tollgate ./cmd/tollgate) and pass --tollgate /tmp/tollgate")
+	return "", errors.New("--suite broker, faults and share need the tollgate binary: build it (go build -o /tmp/tollgate ./cmd/tollgate) and pass --tollgate /tmp/tollgate")
 }
