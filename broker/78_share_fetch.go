@@ -600,7 +600,9 @@ func (rs *shareRecs) release() {
 	rs.rrs, rs.size = nil, 0
 }
 
-// readShareRange adds to out the batches holding offsets [lo, hi].
+// readShareRange adds to out the batches holding offsets [lo, hi] (and
+// none past hi: a read returns whole chunks, which may hold later batches
+// no one acquired).
 func readShareRange(p *partition, lo, hi, upTo int64, out *shareRecs) error {
 	off := lo
 	for range shareReadMaxChunks {
@@ -609,6 +611,13 @@ func readShareRange(p *partition, lo, hi, upTo int64, out *shareRecs) error {
 			return err
 		}
 		size, next := ch.rr.Size, ch.rr.NextOffset
+		for _, h := range ch.hs {
+			if h.BaseOffset > hi {
+				ch.cut(h.Pos)
+				next = h.BaseOffset
+				break
+			}
+		}
 		out.addNew(ch)
 		if size == 0 || next > hi || next <= off {
 			return nil
