@@ -242,8 +242,11 @@ func (rep *ShareReport) summarise() {
 	var tr, cr []float64
 	for _, m := range by {
 		c, s := m["classic"], m["share"]
-		if c.MBps > 0 && c.CPUPerGB > 0 {
-			tr, cr = append(tr, s.MBps/c.MBps), append(cr, s.CPUPerGB/c.CPUPerGB)
+		if c.MBps > 0 {
+			tr = append(tr, s.MBps/c.MBps)
+		}
+		if c.CPUPerGB > 0 { // 0: under one 10 ms tick (tiny runs)
+			cr = append(cr, s.CPUPerGB/c.CPUPerGB)
 		}
 	}
 	rep.ThroughputRatio, rep.CPURatio = median(tr), median(cr)
