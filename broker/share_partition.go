@@ -90,6 +90,7 @@ type sharePartition struct {
 	minDeadline time.Time     // no acquisition lock ends before this
 	dirty       bool          // changed since last written to the journal
 	counters    *shareCounters
+	undoBuf     []undoRec // reused by undoFor
 }
 
 func newSharePartition(start int64, counters *shareCounters) *sharePartition {
@@ -648,14 +649,20 @@ type undoRec struct {
 
 // undoFor records the state that acknowledging bs may change, so that
 // restore can put it back if the change cannot be written. The cost is the
-// acknowledged records, not the window: one allocation.
+// acknowledged records, not the window, and no allocation once the
+// partition's buffer is large enough.
 func (sp *sharePartition) undoFor(bs []ackBatch) shareUndo {
 	u := shareUndo{spso: sp.spso, end: sp.end, live: sp.live, acquired: sp.acquired, minDeadline: sp.minDeadline, dirty: sp.dirty}
 	n := int64(0)
 	for _, b := range bs {
 		n += max(min(b.last+1, sp.end)-max(b.first, sp.spso), 0)
 	}
-	u.recs = make([]undoRec, 0, n)
+	// The buffer is the partition's own, reused: an undo lives only while
+	// the caller holds g.mu (applyShareAcks).
+	if int64(cap(sp.undoBuf)) < n {
+		sp.undoBuf = make([]undoRec, 0, n)
+	}
+	u.recs = sp.undoBuf[:0]
 	for _, b := range bs {
 		for o := max(b.first, sp.spso); o <= b.last && o < sp.end; o++ {
 			u.recs = append(u.recs, undoRec{o, sp.win[o-sp.spso]})
