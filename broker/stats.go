@@ -13,7 +13,7 @@ type Observer interface {
 	// FsyncObserved is one fdatasync of a partition's segment file.
 	FsyncObserved(d time.Duration)
 	// BrokerBytes counts record bytes: appended by a Produce, and handed to
-	// a Fetch response.
+	// a Fetch or ShareFetch response.
 	BrokerBytes(produce, fetch int)
 }
 
