@@ -171,7 +171,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.sniRefused = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sni_refused_total",
 		Help: "TLS hellos refused by an SNI listener, by listener and reason (no_sni, unknown_name, unknown_node)."}, []string{"listener", "reason"}))
 	m.routeEvents = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "single_port_events_total",
-		Help: "Single-port routing events, by listener and event (part_failed, coordinator_lookup, view_refresh, share_session_limit, share_session_reset, share_request_refused)."}, []string{"listener", "event"}))
+		Help: "Single-port routing events, by listener and event (part_failed, coordinator_lookup, view_refresh, share_session_limit, share_session_reset, share_request_refused, fetch_session_reset, fetch_session_limit)."}, []string{"listener", "event"}))
 	m.fsync = register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "broker", Name: "fsync_duration_seconds",
 		Help: "Built-in broker: time of one fsync of a partition log.", Buckets: fsyncBuckets}))
 	m.brokerBytes = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "broker", Name: "bytes_total",
