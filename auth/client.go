@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tollgate-kafka/tollgate/configs"
@@ -103,7 +104,7 @@ func Authenticate(ctx context.Context, conn net.Conn, m sasl.Mechanism, host str
 	hs.Mechanism = m.Name()
 	hsResp := kmsg.NewPtrSASLHandshakeResponse()
 	if err := rt.do(hs, hsResp); err != nil {
-		return 0, ctxErr(ctx, fmt.Errorf("upstream SaslHandshake: %w", err))
+		return 0, ctxErr(ctx, fmt.Errorf("upstream SaslHandshake %s: %w", m.Name(), err))
 	}
 	if err := kerr.ErrorForCode(hsResp.ErrorCode); err != nil {
 		return 0, fmt.Errorf("upstream SaslHandshake %s (broker offers %v): %w: %w", m.Name(), hsResp.SupportedMechanisms, ErrUpstreamAuth, err)
@@ -118,7 +119,15 @@ func Authenticate(ctx context.Context, conn net.Conn, m sasl.Mechanism, host str
 		req.SASLAuthBytes = token
 		resp := kmsg.NewPtrSASLAuthenticateResponse()
 		if err := rt.do(req, resp); err != nil {
-			return 0, ctxErr(ctx, fmt.Errorf("upstream SaslAuthenticate: %w", err))
+			if ctx.Err() == nil && closedByPeer(err) {
+				// Kafka answers a refused SaslAuthenticate v1+ with
+				// SASL_AUTHENTICATION_FAILED, then closes (KIP-152,
+				// SaslServerAuthenticator); a broker that closes without
+				// the answer (kfake does) refuses the same way.
+				return 0, fmt.Errorf("upstream SaslAuthenticate %s: the broker closed the connection without an answer, taken as a refusal: %w: %w (%w)",
+					m.Name(), ErrUpstreamAuth, kerr.SaslAuthenticationFailed, err)
+			}
+			return 0, ctxErr(ctx, fmt.Errorf("upstream SaslAuthenticate %s: %w", m.Name(), err))
 		}
 		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
 			msg := ""
@@ -136,6 +145,12 @@ func Authenticate(ctx context.Context, conn net.Conn, m sasl.Mechanism, host str
 		}
 		token = next
 	}
+}
+
+// closedByPeer reports whether err is the peer closing or resetting the
+// connection.
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 func ctxErr(ctx context.Context, err error) error {

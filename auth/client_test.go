@@ -75,9 +75,11 @@ func TestAuthenticateAgainstKfake(t *testing.T) {
 			}
 			// kfake closes the connection on bad credentials where Kafka
 			// first answers SASL_AUTHENTICATION_FAILED (that answer is
-			// checked against our own Server below).
-			if _, err = dialAuth(t, addr, &configs.UpstreamSASL{Mechanism: mech, Username: "gw", PasswordFile: secretFile(t, "wrong")}); err == nil {
-				t.Error("wrong password accepted")
+			// checked against our own Server below): taken as the same
+			// refusal, naming the mechanism.
+			_, err = dialAuth(t, addr, &configs.UpstreamSASL{Mechanism: mech, Username: "gw", PasswordFile: secretFile(t, "wrong")})
+			if !errors.Is(err, ErrUpstreamAuth) || !errors.Is(err, kerr.SaslAuthenticationFailed) || !strings.Contains(err.Error(), mech) {
+				t.Errorf("wrong password: %v, want a SASL_AUTHENTICATION_FAILED refusal naming %s", err, mech)
 			}
 		})
 	}

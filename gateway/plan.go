@@ -200,9 +200,15 @@ func (p *Plan) upstream() error {
 	case err != nil:
 		return fmt.Errorf("upstream.sasl: %w", err)
 	default:
+		user := u.SASL.Username
 		p.proxy.UpstreamAuth = func(ctx context.Context, conn net.Conn, addr string) (time.Duration, error) {
 			host, _, _ := net.SplitHostPort(addr)
-			return auth.Authenticate(ctx, conn, mech, host)
+			lt, err := auth.Authenticate(ctx, conn, mech, host)
+			if err != nil && user != "" {
+				// Which identity failed: the broker's error names none.
+				err = fmt.Errorf("as principal %q (upstream.sasl): %w", user, err)
+			}
+			return lt, err
 		}
 	}
 	return nil

@@ -143,7 +143,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.upConns = register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "upstream_connections",
 		Help: "Open connections to upstream brokers, by broker node id."}, []string{"broker"}))
 	m.dialErrors = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "upstream_dial_errors_total",
-		Help: "Failed dials to upstream brokers, by broker node id."}, []string{"broker"}))
+		Help: "Failed dials to upstream brokers, by broker node id and reason (connect, tls_certificate, tls, sasl_authentication_failed, sasl, other)."}, []string{"broker", "reason"}))
 	m.dialLatency = register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "upstream_dial_duration_seconds",
 		Help: "Time to connect (TCP and TLS) to an upstream broker, successful or not.", Buckets: latencyBuckets}, []string{"broker"}))
 	m.denials = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "policy_denials_total",
@@ -257,6 +257,16 @@ func (m *Metrics) brokerLabel(node int32) string {
 	return m.brokers.label(strconv.FormatInt(int64(node), 10))
 }
 
+// dialReason is the reason label of a failed dial: what the proxy's error
+// says (its DialReason method), else "other".
+func dialReason(err error) string {
+	var r interface{ DialReason() string }
+	if errors.As(err, &r) {
+		return r.DialReason()
+	}
+	return "other"
+}
+
 // UpstreamDial records one dial to an upstream broker.
 func (m *Metrics) UpstreamDial(node int32, d time.Duration, err error) {
 	if m == nil {
@@ -265,7 +275,7 @@ func (m *Metrics) UpstreamDial(node int32, d time.Duration, err error) {
 	b := m.brokerLabel(node)
 	m.dialLatency.WithLabelValues(b).Observe(d.Seconds())
 	if err != nil {
-		m.dialErrors.WithLabelValues(b).Inc()
+		m.dialErrors.WithLabelValues(b, dialReason(err)).Inc()
 	}
 }
 

@@ -160,7 +160,7 @@ func TestCountersMatchCalls(t *testing.T) {
 	mustValue(t, f, 301, "tollgate_request_bytes_total", "api", "Produce", "direction", "in")
 	mustValue(t, f, 61, "tollgate_request_bytes_total", "api", "Produce", "direction", "out")
 	mustValue(t, f, 2, "tollgate_upstream_dial_duration_seconds", "broker", "1")
-	mustValue(t, f, 1, "tollgate_upstream_dial_errors_total", "broker", "1")
+	mustValue(t, f, 1, "tollgate_upstream_dial_errors_total", "broker", "1", "reason", "other") // a plain error: no proxy dial reason
 	mustValue(t, f, 1, "tollgate_upstream_connections", "broker", "1")
 	mustValue(t, f, 0, "tollgate_upstream_connections", "broker", "2")
 	mustValue(t, f, 1, "tollgate_rewrites_total", "api", "Metadata")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -218,7 +219,9 @@ func (t *tunnel) conn(node int32) (*brokerConn, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.s.srv.opts.DialTimeout)
 	defer cancel()
+	start := time.Now()
 	c, _, err := t.s.srv.dialUpstream(ctx, node)
+	t.s.hooks.UpstreamDial(node, time.Since(start), err)
 	if err != nil {
 		return nil, err
 	}

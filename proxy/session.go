@@ -349,6 +349,11 @@ func (s *session) noisyKey() string {
 	if s.reason == closeMalformed && s.closeErr != nil {
 		return s.reason.String() + "/" + malformedCause(s.closeErr)
 	}
+	if s.reason == closeUpstreamError && s.closeErr != nil {
+		if r := DialReason(s.closeErr); r != "other" {
+			return s.reason.String() + "/dial_" + r
+		}
+	}
 	return s.reason.String()
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -91,7 +92,7 @@ func (s *Server) dialAddr(ctx context.Context, addr string) (net.Conn, error) {
 	}
 	c, err := dial(ctx, "tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("dial upstream %s: %w", addr, err)
+		return nil, &dialError{DialConnect, fmt.Errorf("dial upstream %s: %w", addr, err)}
 	}
 	if utls := s.upstreamTLS.Load(); utls != nil {
 		cfg := utls.Clone()
@@ -103,7 +104,11 @@ func (s *Server) dialAddr(ctx context.Context, addr string) (net.Conn, error) {
 		defer cancel()
 		if err := tc.HandshakeContext(hctx); err != nil {
 			c.Close()
-			return nil, fmt.Errorf("tls handshake with upstream %s: %w", addr, err)
+			reason := DialTLS
+			if _, ok := errors.AsType[*tls.CertificateVerificationError](err); ok {
+				reason = DialTLSCertificate
+			}
+			return nil, &dialError{reason, fmt.Errorf("tls handshake with upstream %s: %w", addr, err)}
 		}
 		c = tc
 	}
@@ -113,7 +118,11 @@ func (s *Server) dialAddr(ctx context.Context, addr string) (net.Conn, error) {
 		lifetime, err := s.opts.UpstreamAuth(actx, c, addr)
 		if err != nil {
 			c.Close()
-			return nil, fmt.Errorf("authenticate to upstream %s: %w", addr, err)
+			reason := DialSASL
+			if errors.Is(err, kerr.SaslAuthenticationFailed) {
+				reason = DialSASLAuthFailed
+			}
+			return nil, &dialError{reason, fmt.Errorf("authenticate to upstream %s: %w", addr, err)}
 		}
 		if lifetime > 0 {
 			return &expiringConn{Conn: c, expires: time.Now().Add(lifetime * 9 / 10)}, nil

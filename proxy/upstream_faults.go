@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"time"
 )
@@ -60,4 +61,42 @@ func resetConn(c net.Conn) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0)
 	}
+}
+
+// Why an upstream dial failed: the reason label of
+// tollgate_upstream_dial_errors_total and part of the close's log line.
+// A session whose dial fails resets its client connection before any
+// answer (above), which every Kafka client retries; so does a dial that
+// fails on the gateway's own upstream credentials or on the upstream's
+// certificate — the client's own login is not what failed, and a
+// SASL_AUTHENTICATION_FAILED answer would fail its records for good
+// (kgo, the Java client) although the gateway recovers by itself once
+// its password file or CA is fixed and reloaded.
+const (
+	DialConnect        = "connect"                    // TCP (or the egress proxy's tunnel)
+	DialTLSCertificate = "tls_certificate"            // the upstream's certificate did not verify against upstream.tls.ca
+	DialTLS            = "tls"                        // any other TLS handshake failure
+	DialSASLAuthFailed = "sasl_authentication_failed" // the upstream refused the gateway's upstream.sasl credentials
+	DialSASL           = "sasl"                       // the SASL exchange failed otherwise (I/O, mechanism, file)
+)
+
+// dialError is a failed upstream dial and its reason.
+type dialError struct {
+	reason string
+	err    error
+}
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+// DialReason is the reason label (metrics reads it through this method).
+func (e *dialError) DialReason() string { return e.reason }
+
+// DialReason returns why err, an upstream dial's error, happened (one of
+// the Dial* constants), or "other".
+func DialReason(err error) string {
+	if d, ok := errors.AsType[*dialError](err); ok {
+		return d.reason
+	}
+	return "other"
 }
