@@ -180,7 +180,7 @@ func runNetFault(ctx context.Context, cfg FaultsConfig, fault, mode string) (Fau
 		res.Impairment += "; " + strings.Join(stats, "; ")
 	}
 	if !res.OK() && cfg.Log != nil {
-		fmt.Fprintf(cfg.Log, "faults: %s / %s failed: %+v\ngateway log (last lines):\n%s\n", fault, mode, res, env.gwLogs())
+		fmt.Fprintf(cfg.Log, "faults: %s / %s failed: %+v\ngateway log (last lines):\n%s\nthe link:\n%s\n", fault, mode, res, env.gwLogs(), link.Diagnose())
 	}
 	return res, nil
 }

@@ -421,3 +421,24 @@ func freeSubnet() (host, ns string, err error) {
 	}
 	return "", "", errors.New("netimpair: no free /30 in 10.204.0.0/14")
 }
+
+// Diagnose returns the link's state for a failure report: both ends'
+// counters, the namespace's sockets, firewall rules and queues.
+func (l *Link) Diagnose() string {
+	var b strings.Builder
+	for _, args := range [][]string{
+		{"ip", "-s", "link", "show", l.HostIf},
+		{"ip", "-n", l.NS, "-s", "link", "show", l.NSIf},
+		{"ip", "netns", "exec", l.NS, "ss", "-tni"},
+		{"ip", "netns", "exec", l.NS, "nft", "list", "ruleset"},
+		{"ip", "netns", "exec", l.NS, "cat", "/proc/net/netfilter/nfnetlink_queue"},
+		{"tc", "-s", "qdisc", "show", "dev", l.HostIf},
+	} {
+		out, err := run(args[0], args[1:]...)
+		fmt.Fprintf(&b, "$ %s\n%s", strings.Join(args, " "), out)
+		if err != nil {
+			fmt.Fprintf(&b, "(%v)\n", err)
+		}
+	}
+	return b.String()
+}
