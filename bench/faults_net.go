@@ -86,13 +86,19 @@ func runNetFault(ctx context.Context, cfg FaultsConfig, fault, mode string) (Fau
 	if err != nil {
 		return res, fmt.Errorf("faults: %w", err)
 	}
-	defer link.Close()
+	t0 := time.Now()
+	phase := func(what string) {
+		if cfg.Log != nil {
+			fmt.Fprintf(cfg.Log, "faults: %s / %s: %s at +%v\n", fault, mode, what, time.Since(t0).Round(time.Millisecond))
+		}
+	}
+	defer func() { link.Close(); phase("link removed") }()
 	dir, err := os.MkdirTemp(cfg.Dir, fault+"-"+mode+"-")
 	if err != nil {
 		return res, fmt.Errorf("faults: %w", err)
 	}
 	env := &faultEnv{cfg: cfg, mode: mode, dir: dir, topic: "faults"}
-	defer env.close() // before link.Close: the processes go first
+	defer func() { env.close(); phase("clients, gateway and upstream closed") }() // before link.Close: the processes go first
 
 	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(cfg.Partitions, env.topic), kfake.ListenFn(link.Listen))
 	if err != nil {
@@ -129,9 +135,11 @@ func runNetFault(ctx context.Context, cfg FaultsConfig, fault, mode string) (Fau
 		}
 		return true
 	}
+	phase("traffic started")
 	if !hold() {
 		fail("no records acknowledged before the fault")
 	}
+	phase("held")
 	var stats []string
 	for cycle := 0; cycle < cfg.Cycles && len(res.Errors) == 0; cycle++ {
 		var a *netimpair.Impairment
@@ -163,6 +171,7 @@ func runNetFault(ctx context.Context, cfg FaultsConfig, fault, mode string) (Fau
 			break
 		}
 		end := time.Now()
+		phase("healed")
 		stats = append(stats, fmt.Sprintf("cycle %d: %v impaired, %d records acknowledged meanwhile, %s", cycle+1, lasts, during, s))
 		d, ok := w.recovery(ctx, end)
 		if !ok {
@@ -171,11 +180,15 @@ func runNetFault(ctx context.Context, cfg FaultsConfig, fault, mode string) (Fau
 		}
 		res.Recovery = max(res.Recovery, d)
 		res.Outage = max(res.Outage, end.Sub(start)+d)
+		phase("recovered")
 		if !hold() {
 			fail("traffic did not resume after fault %d", cycle+1)
 		}
+		phase("held")
 	}
+	finishStart := time.Now()
 	w.finish(ctx, &res)
+	stats = append(stats, fmt.Sprintf("check (flush, the group's catch-up, the final read) %v", time.Since(finishStart).Round(time.Millisecond)))
 	if len(stats) > 0 {
 		res.Impairment += "; " + strings.Join(stats, "; ")
 	}

@@ -40,6 +40,9 @@ func TestNetFaults(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), faultRunBound+30*time.Second)
 				defer cancel()
 				r, err := RunFault(ctx, FaultsConfig{Tollgate: bin, Dir: t.TempDir(), Log: &logs}, f, m)
+				if os.Getenv("TOLLGATE_FAULT_LOG") != "" {
+					t.Log(logs.String())
+				}
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -147,27 +147,47 @@ func (l *Link) Close() error {
 
 // InNS runs f on an OS thread that has joined the namespace; sockets f
 // creates belong to the namespace for their whole life, whichever thread
-// uses them later. The thread is not returned to the scheduler (its
-// goroutine ends locked), so no other goroutine ever runs in the
-// namespace.
+// uses them later. The thread returns to this process's namespace before
+// it is given back to the scheduler.
+//
+// The thread must not be left to die (the usual way out of a namespace
+// in Go: end the goroutine locked): a child started with Pdeathsig (the
+// fault suite's tollgate processes) is signalled when the thread that
+// forked it exits, and any of the scheduler's threads may have forked one.
 func (l *Link) InNS(f func() error) error {
 	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread exits with the goroutine
-		fd, err := unix.Open("/var/run/netns/"+l.NS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			errc <- fmt.Errorf("open namespace %s: %w", l.NS, err)
-			return
-		}
-		err = unix.Setns(fd, unix.CLONE_NEWNET)
-		unix.Close(fd)
-		if err != nil {
-			errc <- fmt.Errorf("setns %s: %w", l.NS, err)
-			return
-		}
-		errc <- f()
-	}()
+	go func() { errc <- l.inNSHere(f) }()
 	return <-errc
+}
+
+// inNSHere is InNS on the calling goroutine's thread.
+func (l *Link) inNSHere(f func() error) error {
+	runtime.LockOSThread()
+	self, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("open this thread's namespace: %w", err)
+	}
+	defer unix.Close(self)
+	fd, err := unix.Open("/var/run/netns/"+l.NS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("open namespace %s: %w", l.NS, err)
+	}
+	err = unix.Setns(fd, unix.CLONE_NEWNET)
+	unix.Close(fd)
+	if err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("setns %s: %w", l.NS, err)
+	}
+	ferr := f()
+	if err := unix.Setns(self, unix.CLONE_NEWNET); err != nil {
+		// Stays locked: the thread ends with its goroutine rather
+		// than run other goroutines in the namespace.
+		return errors.Join(ferr, fmt.Errorf("setns back: %w", err))
+	}
+	runtime.UnlockOSThread()
+	return ferr
 }
 
 // Listen listens in the namespace on NSIP at addr's port (kfake's

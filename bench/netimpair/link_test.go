@@ -7,8 +7,11 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"regexp"
+	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -206,5 +209,39 @@ func TestLinkLoss(t *testing.T) {
 	t.Logf("%s: %s", a.Method, stats)
 	if stats == "0 packets dropped" {
 		t.Errorf("30%% loss dropped nothing")
+	}
+}
+
+// TestInNSKeepsThread: a child started with Pdeathsig from a thread that
+// then joins the namespace lives on (the fault suite's gateway used to be
+// SIGKILLed when InNS ended its thread in the namespace).
+func TestInNSKeepsThread(t *testing.T) {
+	l := newLink(t)
+	cmd := exec.Command("sleep", "30")
+	exited := make(chan error, 1)
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // fork the child from this thread, then run InNS on it
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			runtime.UnlockOSThread()
+			done <- err
+			return
+		}
+		go func() { exited <- cmd.Wait() }()
+		err := l.inNSHere(func() error { return nil })
+		runtime.UnlockOSThread()
+		done <- err
+	}()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	// The goroutine has ended; had its thread ended with it, the kernel
+	// would have SIGKILLed the child at once.
+	select {
+	case err := <-exited:
+		t.Fatalf("child exited (%v) after its forking thread joined the namespace", err)
+	case <-time.After(time.Second):
 	}
 }
