@@ -37,6 +37,13 @@ deps:
 	  echo "installing nftables iproute2"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq nftables iproute2; }
+	@# the network faults (bench/netimpair, root only) delay and reorder
+	@# packets through an iptables NFQUEUE rule where the kernel has no
+	@# tc netem
+	@command -v iptables >/dev/null 2>&1 || { \
+	  echo "installing iptables"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq iptables; }
 
 vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

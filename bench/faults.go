@@ -105,6 +105,9 @@ type FaultsConfig struct {
 	Consumers  int           // group members, default 2
 	Partitions int32         // default 4
 
+	NetFor       time.Duration // network faults: how long delay, loss or reordering lasts (default 5s; faults_net.go)
+	BlackholeFor time.Duration // network faults: how long the blackhole lasts (default 10s)
+
 	Log io.Writer // progress and, on failure, the gateway's last log lines
 }
 
@@ -165,6 +168,8 @@ type FaultResult struct {
 	Recovery     time.Duration `json:"recovery_ns"` // fault's end to the first produce and consume after it; the longest over the cycles
 	Outage       time.Duration `json:"outage_ns"`   // fault's start to the same point; the longest over the cycles
 	Errors       []string      `json:"errors,omitempty"`
+
+	Impairment string `json:"impairment,omitempty"` // network faults: how the link was impaired, and what that measured
 }
 
 // OK reports whether the run lost, duplicated and reordered nothing, no
@@ -228,6 +233,9 @@ func RunFaults(ctx context.Context, cfg FaultsConfig) (*FaultsReport, error) {
 // up (or a bad name); what the fault did to the records is in the result.
 func RunFault(ctx context.Context, cfg FaultsConfig, fault, mode string) (FaultResult, error) {
 	cfg.defaults()
+	if isNetFault(fault) {
+		return runNetFault(ctx, cfg, fault, mode) // faults_net.go
+	}
 	res := FaultResult{Fault: fault, Mode: mode, Cycles: cfg.Cycles}
 	ctx, cancel := context.WithTimeout(ctx, faultRunBound)
 	defer cancel()

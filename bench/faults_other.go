@@ -27,6 +27,8 @@ type FaultsConfig struct {
 	Consumers  int
 	Partitions int32
 	Log        io.Writer
+
+	NetFor, BlackholeFor time.Duration
 }
 
 // FaultResult is one fault in one listener mode.
@@ -37,6 +39,8 @@ type FaultResult struct {
 	Unacked, Unconsumed, Redelivered, Retried, DataLoss, CommitErrors int64
 	Recovery, Outage                                                  time.Duration
 	Errors                                                            []string
+
+	Impairment string
 }
 
 // OK is false off Linux: nothing ran.

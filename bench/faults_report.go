@@ -27,6 +27,9 @@ func (r *FaultsReport) WriteTable(w io.Writer) error {
 		for _, e := range x.Errors {
 			fmt.Fprintf(w, "%s/%s: %s\n", x.Fault, x.Mode, e)
 		}
+		if x.Impairment != "" {
+			fmt.Fprintf(w, "%s/%s: %s\n", x.Fault, x.Mode, x.Impairment)
+		}
 		if x.Unconsumed > 0 || x.Unacked > 0 {
 			fmt.Fprintf(w, "%s/%s: %d acknowledged records never consumed by the group, %d records in the log never acknowledged\n", x.Fault, x.Mode, x.Unconsumed, x.Unacked)
 		}

@@ -75,6 +75,9 @@ func TestFaults(t *testing.T) {
 		modes = strings.Split(m, ",")
 	}
 	for _, f := range FaultNames {
+		if isNetFault(f) {
+			continue // TestNetFaults
+		}
 		for _, m := range modes {
 			t.Run(f+"/"+m, func(t *testing.T) {
 				var logs bytes.Buffer

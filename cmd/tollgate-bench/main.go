@@ -84,9 +84,11 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		shareMaxRecords = fs.Int("share-max-records", 0, "share: the share consumer's MaxRecords per ShareFetch (0: kgo's default, 500)")
 
 		faultList   = fs.String("faults", strings.Join(bench.FaultNames, ","), "faults: the faults to apply")
-		faultModes  = fs.String("fault-modes", strings.Join(bench.FaultModes, ",")+",direct", "faults: listener modes (direct: no gateway, a baseline for the upstream faults stop and moves)")
+		faultModes  = fs.String("fault-modes", strings.Join(bench.FaultModes, ",")+",direct", "faults: listener modes (direct: no gateway, a baseline for the upstream faults stop and moves and the network faults)")
 		faultCycles = fs.Int("fault-cycles", 3, "faults: faults applied per run")
 		faultHold   = fs.Duration("fault-hold", 3*time.Second, "faults: traffic before the first fault and after each")
+		faultNetFor = fs.Duration("fault-net-for", 20*time.Second, "faults: how long net-delay, net-loss and net-reorder impair the link each cycle")
+		faultHole   = fs.Duration("fault-blackhole-for", 10*time.Second, "faults: how long net-blackhole drops every packet each cycle")
 	)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: tollgate-bench [--suite gateway|policy|audit|tls|single-port|broker|soak|faults|share] [flags]\n\nworkloads: "+strings.Join(bench.WorkloadNames(), ", ")+
@@ -149,7 +151,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		return shareCmd(ctx, *tollgateBin, *brokerDir, *shareMiB<<20, *partitions, *rounds, int32(*shareMaxRecords), set, *jsonOut, *check, *quiet, stdout, stderr)
 	}
 	if bench.Suite(*suite) == bench.SuiteFaults {
-		return faultsCmd(ctx, *tollgateBin, *workDir, *faultList, *faultModes, *faultCycles, *faultHold, *jsonOut, *check, *quiet, stdout, stderr)
+		return faultsCmd(ctx, *tollgateBin, *workDir, *faultList, *faultModes, *faultCycles, *faultHold, *faultNetFor, *faultHole, *jsonOut, *check, *quiet, stdout, stderr)
 	}
 	opts := bench.Options{
 		Duration:     *duration,
@@ -272,13 +274,13 @@ func shareCmd(ctx context.Context, tollgateBin, dir string, n int64, partitions,
 // mode only for the upstream faults), --fault-cycles faults a run, and
 // prints the table; --check exits 3 unless every run lost, duplicated and
 // reordered nothing and no client call failed.
-func faultsCmd(ctx context.Context, tollgateBin, dir, faults, modes string, cycles int, hold time.Duration, jsonOut, check, quiet bool, stdout, stderr io.Writer) int {
+func faultsCmd(ctx context.Context, tollgateBin, dir, faults, modes string, cycles int, hold, netFor, holeFor time.Duration, jsonOut, check, quiet bool, stdout, stderr io.Writer) int {
 	bin, err := findTollgate(tollgateBin)
 	if err != nil {
 		fmt.Fprintln(stderr, "tollgate-bench:", err)
 		return 2
 	}
-	cfg := bench.FaultsConfig{Tollgate: bin, Dir: dir, Cycles: cycles, Hold: hold}
+	cfg := bench.FaultsConfig{Tollgate: bin, Dir: dir, Cycles: cycles, Hold: hold, NetFor: netFor, BlackholeFor: holeFor}
 	if !quiet {
 		cfg.Log = stderr
 	}
