@@ -1,0 +1,378 @@
+package proxy_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/broker"
+	"github.com/tollgate-kafka/tollgate/broker/storage"
+	"github.com/tollgate-kafka/tollgate/proxy"
+)
+
+// The virtual-cluster tests run two tenants (team-a., team-b.) through
+// one gateway, next to a plain listener that sees the real names, on
+// both backends and in each listener mode.
+
+// vcSetup is one gateway with a plain listener (0) and, per tenant, a
+// way to reach it.
+type vcSetup struct {
+	srv *proxy.Server
+	// direct is a kadm client that sees the backend's real names (kfake
+	// itself, or the plain listener of a gateway over the built-in
+	// broker).
+	direct *kadm.Client
+	// tenant returns kgo options that reach tenant a or b.
+	tenant func(name string) []kgo.Opt
+}
+
+var vcClusters = []proxy.VirtualCluster{
+	{Name: "team-a", Prefix: "team-a.", Listener: "a"},
+	{Name: "team-b", Prefix: "team-b.", Listener: "b"},
+}
+
+// vcModes are the listener modes a tenant is reached through.
+var vcModes = []string{"port-per-broker", "single-port", "sni"}
+
+func startVC(t *testing.T, backendName, mode string) *vcSetup {
+	t.Helper()
+	vcs := slices.Clone(vcClusters)
+	var lo []proxy.ListenerOptions
+	var tenant func(string) []kgo.Opt
+	var pool *x509.CertPool
+	switch mode {
+	case "sni":
+		ca := newTestCA(t)
+		pool = ca.pool
+		cert := vcSNICert(t, ca)
+		serverTLS := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		lo = []proxy.ListenerOptions{
+			{Name: "plain", Listen: "127.0.0.1:0", BrokerPortBase: 0},
+			{Name: "tenants", Listen: "127.0.0.1:0", TLS: serverTLS, SNI: &proxy.SNIOptions{BootstrapHost: sniApex, BrokerHost: sniBrokerHost}},
+		}
+		for i := range vcs {
+			vcs[i].Listener = "tenants"
+			vcs[i].SNI = vcs[i].Name + ".*"
+		}
+	default:
+		for _, name := range []string{"plain", "a", "b"} {
+			l := proxy.ListenerOptions{Name: name, Listen: "127.0.0.1:0", BrokerPortBase: 0}
+			if mode == "single-port" && name != "plain" {
+				l.SinglePort = &proxy.SinglePortOptions{VirtualNode: 0}
+			}
+			lo = append(lo, l)
+		}
+	}
+	s := &vcSetup{}
+	opts := proxy.Options{Listeners: lo, Logger: testLogger(t), VirtualClusters: vcs}
+	switch backendName {
+	case "upstream":
+		c := startUpstream(t, 3)
+		opts.Bootstrap = c.ListenAddrs()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		s.direct = kadm.NewClient(cl)
+	case "builtin":
+		if mode == "single-port" {
+			t.Skip("single-port is an upstream mode: the built-in broker is one broker already")
+		}
+		b, err := broker.Open(broker.Config{DataDir: t.TempDir(), Fsync: storage.FsyncNever, AutoCreateTopics: true, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		opts.Local = proxy.LocalFunc(func(remote string) proxy.LocalConn { return b.NewConn(remote) })
+	}
+	s.srv = startServer(t, opts)
+	if s.direct == nil {
+		s.direct = kadm.NewClient(newClient(t, s.srv, nil))
+	}
+	switch mode {
+	case "sni":
+		_, port, _ := net.SplitHostPort(s.srv.Addr(1).String())
+		tenant = func(name string) []kgo.Opt {
+			d := &sniDialer{pool: pool}
+			return []kgo.Opt{kgo.SeedBrokers(net.JoinHostPort(name+"."+sniApex, port)), kgo.Dialer(d.dial)}
+		}
+	default:
+		tenant = func(name string) []kgo.Opt {
+			i := map[string]int{"team-a": 1, "team-b": 2}[name]
+			return []kgo.Opt{kgo.SeedBrokers(s.srv.Addr(i).String())}
+		}
+	}
+	s.tenant = tenant
+	return s
+}
+
+// vcSNICert issues a certificate for both tenants' names: the bootstrap
+// name and brokers 0-2 inside each tenant's pattern.
+func vcSNICert(t testing.TB, ca *testCA) tls.Certificate {
+	t.Helper()
+	var names []string
+	for _, vc := range vcClusters {
+		names = append(names, vc.Name+"."+sniApex)
+		for n := range 3 {
+			names = append(names, fmt.Sprintf("%s.b%d.%s", vc.Name, n, sniApex))
+		}
+	}
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: sniApex},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		DNSNames: names, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+func (s *vcSetup) client(t *testing.T, name string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append(s.tenant(name), opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// TestVirtualClusters: through team-a, a topic is created, produced to
+// (plain and transactional), consumed by a group that commits; team-a
+// sees its names unprefixed, the backend holds every one with the
+// prefix, and team-b sees none of them.
+func TestVirtualClusters(t *testing.T) {
+	for _, b := range []string{"upstream", "builtin"} {
+		for _, mode := range vcModes {
+			t.Run(b+"/"+mode, func(t *testing.T) {
+				if b == "builtin" && mode == "sni" {
+					t.Skip("the built-in broker behind an SNI listener is TestVirtualClusterSNIBuiltin's")
+				}
+				testVirtualClusters(t, startVC(t, b, mode))
+			})
+		}
+	}
+}
+
+func testVirtualClusters(t *testing.T, s *vcSetup) {
+	ctx := ctxT(t, 60*time.Second)
+	const topic, group, txid = "orders", "g1", "tx1"
+	a := s.client(t, "team-a")
+	adm := kadm.NewClient(a)
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+		t.Fatalf("create %s through team-a: %v", topic, err)
+	}
+	for i := range 30 {
+		if err := a.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(fmt.Sprint("v", i))}).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	// A transaction: the transactional id and the group are scoped too.
+	tx := s.client(t, "team-a", kgo.TransactionalID(txid), kgo.DefaultProduceTopic(topic))
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.ProduceSync(ctx, kgo.StringRecord("in-txn")).FirstErr(); err != nil {
+		t.Fatalf("transactional produce: %v", err)
+	}
+	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit: %v", err)
+	}
+	// A classic group consumes everything and commits.
+	c := s.client(t, "team-a", kgo.ConsumeTopics(topic), kgo.ConsumerGroup(group), kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	got := 0
+	for got < 31 {
+		fs := c.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of 31: %v", got, err)
+		}
+		fs.EachError(func(tp string, p int32, err error) { t.Errorf("fetch %s/%d: %v", tp, p, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Topic != topic {
+				t.Errorf("record of topic %q", r.Topic)
+			}
+			got++
+		})
+	}
+	if err := c.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatalf("commit offsets: %v", err)
+	}
+	c.Close()
+
+	// team-a's view: its names, unprefixed.
+	topics, err := adm.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := topics.Names(); !slices.Equal(names, []string{topic}) {
+		t.Errorf("team-a lists topics %v, want [%s]", names, topic)
+	}
+	groups, err := adm.ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := groups.Groups(); !slices.Equal(g, []string{group}) {
+		t.Errorf("team-a lists groups %v, want [%s]", g, group)
+	}
+	offs, err := adm.FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs.Lookup(topic, 0); !ok || o.At <= 0 {
+		var total int64
+		offs.Each(func(o kadm.OffsetResponse) { total += o.At })
+		if total == 0 {
+			t.Errorf("team-a's group committed nothing on %s: %v", topic, offs)
+		}
+	}
+	dg, err := adm.DescribeGroups(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := dg[group]; !ok {
+		t.Errorf("describe groups: %v", dg)
+	}
+	rc, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := rc.On(topic, nil); err != nil || r.Name != topic {
+		t.Errorf("describe configs of %s: %+v %v", topic, r, err)
+	}
+
+	// The backend holds every name with the prefix, and nothing unprefixed.
+	real, err := s.direct.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !real.Has("team-a."+topic) || real.Has(topic) {
+		t.Errorf("backend topics %v: want team-a.%s and no %s", real.Names(), topic, topic)
+	}
+	rg, err := s.direct.ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := rg.Groups(); !slices.Contains(g, "team-a."+group) || slices.Contains(g, group) {
+		t.Errorf("backend groups %v: want team-a.%s only", g, group)
+	}
+	if txs, err := s.direct.DescribeTransactions(ctx, "team-a."+txid); err != nil {
+		t.Errorf("backend transactions: %v", err)
+	} else if d, ok := txs["team-a."+txid]; !ok || d.Err != nil {
+		t.Errorf("backend has no transactional id team-a.%s: %+v", txid, txs)
+	}
+
+	// team-b sees none of it.
+	bAdm := kadm.NewClient(s.client(t, "team-b"))
+	bt, err := bAdm.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bt.Names()) != 0 {
+		t.Errorf("team-b lists topics %v", bt.Names())
+	}
+	bg, err := bAdm.ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bg.Groups()) != 0 {
+		t.Errorf("team-b lists groups %v", bg.Groups())
+	}
+	// Naming team-a's topic, prefixed or not, is naming its own.
+	for _, name := range []string{topic, "team-a." + topic} {
+		md, err := bAdm.ListTopics(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := md[name]; !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+			t.Errorf("team-b asking for %q: %v (want UNKNOWN_TOPIC_OR_PARTITION)", name, d.Err)
+		}
+	}
+	// An empty topic name is refused, not "team-a." upstream.
+	resp, err := adm.CreateTopic(ctx, 1, 1, nil, "")
+	if err == nil && resp.Err == nil {
+		t.Error("creating topic \"\" succeeded")
+	}
+	if real, _ := s.direct.ListTopics(ctx); real.Has("team-a.") {
+		t.Error("backend holds the topic \"team-a.\"")
+	}
+}
+
+// TestVirtualClusterRefusals: a listener of virtual clusters refuses a
+// connection that matches none; a key the table has no row for is
+// answered with an error, never forwarded.
+func TestVirtualClusterRefusals(t *testing.T) {
+	c := startUpstream(t, 1)
+	srv := startGateway(t, c, func(o *proxy.Options) {
+		o.Listeners = append(o.Listeners, proxy.ListenerOptions{Name: "tenants", Listen: "127.0.0.1:0", BrokerPortBase: 0})
+		o.VirtualClusters = []proxy.VirtualCluster{{Name: "team-a", Prefix: "team-a.", Listener: "tenants", Principal: "User:alice"}}
+	})
+	ctx := ctxT(t, 20*time.Second)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(srv.Addr(1).String()), kgo.RequestRetries(0), kgo.RetryTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	if _, err := req.RequestWith(ctx, cl); err == nil {
+		t.Fatal("an unauthenticated connection on a listener of virtual clusters got a Metadata answer")
+	}
+	// The plain listener serves the plain cluster.
+	plain := newClient(t, srv, nil)
+	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, plain); err != nil {
+		t.Fatalf("plain listener: %v", err)
+	}
+}
+
+// TestVirtualClusterUnsupportedKey: DescribeAcls has no row: a tenant
+// gets an error answer, and the upstream never sees the request.
+func TestVirtualClusterUnsupportedKey(t *testing.T) {
+	c := startUpstream(t, 1)
+	seen := make(chan struct{}, 8)
+	c.ControlKey(int16(kmsg.DescribeACLs), func(kmsg.Request) (kmsg.Response, error, bool) {
+		seen <- struct{}{}
+		return nil, nil, false
+	})
+	srv := startGateway(t, c, func(o *proxy.Options) {
+		o.VirtualClusters = []proxy.VirtualCluster{{Name: "team-a", Prefix: "team-a.", Listener: "test"}}
+	})
+	ctx := ctxT(t, 20*time.Second)
+	cl := newClient(t, srv, nil)
+	req := kmsg.NewPtrDescribeACLsRequest()
+	req.ResourceType, req.ResourcePatternType, req.Operation, req.PermissionType = kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny, kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ErrorCode == 0 {
+		t.Errorf("DescribeAcls answered without an error: %+v", resp)
+	}
+	if resp.ErrorMessage == nil || !strings.Contains(*resp.ErrorMessage, "virtual cluster team-a") {
+		t.Errorf("message %v", resp.ErrorMessage)
+	}
+	select {
+	case <-seen:
+		t.Error("the upstream saw a DescribeAcls from a tenant")
+	default:
+	}
+}
