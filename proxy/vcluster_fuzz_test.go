@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -209,6 +210,49 @@ func TestVClusterWriteSeeds(t *testing.T) {
 		data := fmt.Sprintf("go test fuzz v1\nint16(%d)\nint16(%d)\n[]byte(%q)\n", r.Key(), r.GetVersion(), body)
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%02d-%s", i, kmsg.NameForKey(r.Key()))), []byte(data), 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestVClusterRegex: a tenant regex is matched by the broker against
+// whole upstream names; the scoped form matches only the tenant's, and a
+// regex that would close the gateway's group does not parse.
+func TestVClusterRegex(t *testing.T) {
+	n := &vcNames{prefix: "team-a."}
+	for _, bad := range []string{"x)|(.*", "(", `\`, "a)(?:.*"} {
+		if re, ok := n.regex(bad); ok {
+			t.Errorf("regex %q accepted as %q", bad, re)
+		}
+	}
+	for _, tc := range []struct {
+		re   string
+		in   []string
+		out  []string
+		back string
+	}{
+		{"ord.*", []string{"team-a.orders"}, []string{"team-b.orders", "orders", "xteam-a.orders"}, ""},
+		{".*", []string{"team-a.x", "team-a.team-b.x"}, []string{"team-b.x", "team-a"}, ""},
+		{"a|.*", []string{"team-a.a", "team-a.zz"}, []string{"team-b.a", "a"}, ""},
+		{`(?s).*`, []string{"team-a.x"}, []string{"team-b.x"}, ""},
+	} {
+		scoped, ok := n.regex(tc.re)
+		if !ok {
+			t.Fatalf("%q refused", tc.re)
+		}
+		re := regexp.MustCompile("^(?:" + scoped + ")$") // Kafka matches whole names
+		for _, s := range tc.in {
+			if !re.MatchString(s) {
+				t.Errorf("%q (%q) does not match %q", tc.re, scoped, s)
+			}
+		}
+		for _, s := range tc.out {
+			if re.MatchString(s) {
+				t.Errorf("%q (%q) matches %q", tc.re, scoped, s)
+			}
+		}
+		back := scoped
+		if !n.regexDown(&back) {
+			t.Errorf("%q: regexDown refused its own form", scoped)
 		}
 	}
 }

@@ -376,3 +376,107 @@ func TestVirtualClusterUnsupportedKey(t *testing.T) {
 	default:
 	}
 }
+
+// TestVirtualClusterHostile: a tenant naming another's topic, asking for
+// another's topic id (Metadata and Fetch), a regex built to escape its
+// group, a topic that is only the prefix, and a malformed body.
+func TestVirtualClusterHostile(t *testing.T) {
+	s := startVC(t, "upstream", "port-per-broker")
+	ctx := ctxT(t, 30*time.Second)
+	bAdm := kadm.NewClient(s.client(t, "team-b"))
+	if _, err := bAdm.CreateTopic(ctx, 1, 1, nil, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.direct.CreateTopic(ctx, 1, 1, nil, "team-a."); err != nil {
+		t.Fatal(err)
+	}
+	real, err := s.direct.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bID := real["team-b.x"].ID
+	if bID == ([16]byte{}) {
+		t.Fatalf("no id for team-b.x: %v", real.Names())
+	}
+	a := s.client(t, "team-a")
+
+	// By name: team-b.x from team-a is team-a.team-b.x, which does not exist.
+	md := kmsg.NewPtrMetadataRequest()
+	name := "team-b.x"
+	md.Topics = []kmsg.MetadataRequestTopic{{Topic: &name}}
+	resp, err := md.RequestWith(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Errorf("team-a's Metadata for team-b.x: %+v", resp.Topics)
+	}
+	// All topics: neither team-b's nor the topic that is only the prefix.
+	all, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range all.Topics {
+		t.Errorf("team-a lists topic %v (%x)", tp.Topic, tp.TopicID)
+	}
+	// By id: unknown, and no name.
+	md = kmsg.NewPtrMetadataRequest()
+	md.Topics = []kmsg.MetadataRequestTopic{{TopicID: bID}}
+	resp, err = md.RequestWith(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != kerr.UnknownTopicID.Code || resp.Topics[0].Topic != nil {
+		t.Errorf("team-a's Metadata for team-b's id: %+v", resp.Topics)
+	}
+	// Fetch by team-b's id: UNKNOWN_TOPIC_ID for the id asked.
+	f := kmsg.NewPtrFetchRequest()
+	f.SetVersion(13)
+	f.MaxWaitMillis, f.MaxBytes, f.SessionEpoch = 10, 1<<20, -1
+	ft := kmsg.NewFetchRequestTopic()
+	ft.TopicID = bID
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	f.Topics = append(f.Topics, ft)
+	leader := real["team-b.x"].Partitions[0].Leader
+	fr, err := a.Broker(int(leader)).Request(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresp := fr.(*kmsg.FetchResponse)
+	if len(fresp.Topics) != 1 || fresp.Topics[0].TopicID != bID || len(fresp.Topics[0].Partitions) != 1 || fresp.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicID.Code {
+		t.Errorf("team-a's Fetch of team-b's id: %+v", fresp.Topics)
+	}
+	// A regex that would close the gateway's group and match everything.
+	lt := kmsg.NewPtrListTransactionsRequest()
+	lt.SetVersion(2)
+	esc := "x)|(.*"
+	lt.TransactionalIDPattern = &esc
+	ltr, err := a.Broker(int(leader)).Request(ctx, lt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := ltr.(*kmsg.ListTransactionsResponse).ErrorCode; code != kerr.InvalidRegularExpression.Code {
+		t.Errorf("ListTransactions with an escaping pattern: error %d", code)
+	}
+
+	// A malformed Produce body closes that connection only.
+	c, err := net.Dial("tcp", s.srv.Addr(1).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var frame []byte
+	frame = append(frame, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 1, 0, 1, 'c', 0) // Produce v9, corr 1, client "c", no tags
+	frame = append(frame, 0x05, 'a', 'b')                                   // a transactional id of 4 bytes with 2
+	frame[3] = byte(len(frame) - 4)
+	c.Write(frame)
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 64)); err == nil {
+		t.Error("a malformed Produce got an answer")
+	}
+	if _, err := kadm.NewClient(a).ListTopics(ctx); err != nil {
+		t.Errorf("team-a after a malformed request elsewhere: %v", err)
+	}
+}
