@@ -165,9 +165,6 @@ func TestVirtualClusters(t *testing.T) {
 	for _, b := range []string{"upstream", "builtin"} {
 		for _, mode := range vcModes {
 			t.Run(b+"/"+mode, func(t *testing.T) {
-				if b == "builtin" && mode == "sni" {
-					t.Skip("the built-in broker behind an SNI listener is TestVirtualClusterSNIBuiltin's")
-				}
 				testVirtualClusters(t, startVC(t, b, mode))
 			})
 		}
