@@ -11,18 +11,24 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate-kafka/tollgate/broker"
 	"github.com/tollgate-kafka/tollgate/broker/storage"
+	"github.com/tollgate-kafka/tollgate/configs"
+	"github.com/tollgate-kafka/tollgate/metrics"
+	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/proxy"
 )
 
@@ -476,4 +482,74 @@ func TestVirtualClusterHostile(t *testing.T) {
 	if _, err := kadm.NewClient(a).ListTopics(ctx); err != nil {
 		t.Errorf("team-a after a malformed request elsewhere: %v", err)
 	}
+}
+
+// TestVirtualClusterPolicyAndLabels: a virtual cluster's own policy
+// applies on top of the top-level one, in the tenant's names, and the
+// cluster's requests are counted under its name.
+func TestVirtualClusterPolicyAndLabels(t *testing.T) {
+	eng, _, err := policy.Compile(configs.Policy{Default: configs.PolicyAllow, Rules: []configs.Rule{
+		{Name: "no-secret", Action: configs.PolicyDeny, Match: configs.Match{Topic: &configs.StringMatch{Exact: configs.Patterns{"secret"}}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	c := startUpstream(t, 1, kfake.AllowAutoTopicCreation())
+	srv := startGateway(t, c, func(o *proxy.Options) {
+		o.Hooks = metrics.New(reg)
+		o.VirtualClusters = []proxy.VirtualCluster{{Name: "team-a", Prefix: "team-a.", Address: netip.MustParsePrefix("127.0.0.0/8"), HasAddress: true, Policy: eng}}
+	})
+	ctx := ctxT(t, 20*time.Second)
+	cl := newClient(t, srv, nil, kgo.AllowAutoTopicCreation(), kgo.RecordRetries(1))
+	err = cl.ProduceSync(ctx, &kgo.Record{Topic: "secret", Value: []byte("x")}).FirstErr()
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Errorf("produce to the tenant's denied topic: %v", err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "open", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Errorf("produce to an allowed topic: %v", err)
+	}
+	real := kadm.NewClient(newDirect(t, c))
+	topics, err := real.ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !topics.Has("team-a.open") || topics.Has("team-a.secret") || topics.Has("open") {
+		t.Errorf("backend topics %v", topics.Names())
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var produced float64
+	for _, mf := range mfs {
+		if mf.GetName() != "tollgate_vcluster_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["virtual_cluster"] != "team-a" {
+				t.Errorf("series labelled %v", labels)
+			}
+			if labels["api"] == "Produce" {
+				produced += m.GetCounter().GetValue()
+			}
+		}
+	}
+	if produced == 0 {
+		t.Error("no Produce counted under virtual_cluster team-a")
+	}
+}
+
+func newDirect(t *testing.T, c *kfake.Cluster) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }
