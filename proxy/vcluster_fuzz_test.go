@@ -51,7 +51,7 @@ func checkProduceRewrite(t *testing.T, n *vcNames, version int16, body []byte) {
 	h := vcHeader(t, 0, version)
 	frame := append(vcHeaderBytes(0, version), body...)
 	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
-	out, empty, err := vcProduceFrame(nil, h, frame, n.prefix)
+	out, empty, err := vcProduceFrame(nil, h, frame, n)
 	if err != nil || empty {
 		return
 	}
@@ -134,19 +134,19 @@ func TestVClusterProduceWalk(t *testing.T) {
 		// The walk did rewrite: checkProduceRewrite returns early on error.
 		frame := append(vcHeaderBytes(0, v), p.AppendTo(nil)...)
 		binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
-		if _, _, err := vcProduceFrame(nil, vcHeader(t, 0, v), frame, "team-a."); err != nil {
+		if _, _, err := vcProduceFrame(nil, vcHeader(t, 0, v), frame, vcTestNames()); err != nil {
 			t.Fatalf("v%d: %v", v, err)
 		}
 		// Empty names are left to the decoded path, which refuses them.
 		p.Topics[0].Topic = ""
 		frame = append(vcHeaderBytes(0, v), p.AppendTo(nil)...)
 		binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
-		if _, empty, err := vcProduceFrame(nil, vcHeader(t, 0, v), frame, "team-a."); err != nil || !empty {
+		if _, empty, err := vcProduceFrame(nil, vcHeader(t, 0, v), frame, vcTestNames()); err != nil || !empty {
 			t.Errorf("v%d empty name: empty %v err %v", v, empty, err)
 		}
 		// Truncated bodies fail, never panic.
 		for i := range len(frame) - 4 {
-			vcProduceFrame(nil, vcHeader(t, 0, v), frame[:4+i], "team-a.")
+			vcProduceFrame(nil, vcHeader(t, 0, v), frame[:4+i], vcTestNames())
 		}
 	}
 }
@@ -231,6 +231,8 @@ func TestVClusterRegex(t *testing.T) {
 		back string
 	}{
 		{"ord.*", []string{"team-a.orders"}, []string{"team-b.orders", "orders", "xteam-a.orders"}, ""},
+		{"^ord.*$", []string{"team-a.orders"}, []string{"team-b.orders", "orders"}, ""},
+		{`\Aord.*\z`, []string{"team-a.orders"}, []string{"team-b.orders"}, ""},
 		{".*", []string{"team-a.x", "team-a.team-b.x"}, []string{"team-b.x", "team-a"}, ""},
 		{"a|.*", []string{"team-a.a", "team-a.zz"}, []string{"team-b.a", "a"}, ""},
 		{`(?s).*`, []string{"team-a.x"}, []string{"team-b.x"}, ""},
@@ -278,11 +280,16 @@ func BenchmarkVCProduceFrame(b *testing.B) {
 	binary.BigEndian.PutUint32(hb, uint32(len(hb)-4))
 	h, _ := wire.ParseRequestHeader(hb[4:])
 	buf := make([]byte, 0, vcProduceCap(len(frame), "team-a."))
+	n := vcTestNames()
 	b.SetBytes(int64(len(frame)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := vcProduceFrame(buf[:0], h, frame, "team-a."); err != nil {
+		if _, _, err := vcProduceFrame(buf[:0], h, frame, n); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+func vcTestNames() *vcNames {
+	return &vcNames{prefix: "team-a.", ids: &topicIDView{m: map[[16]byte]string{}}, mask: [16]byte{1}}
 }

@@ -20,7 +20,7 @@ import (
 
 var errVCShort = errors.New("request ends inside a field")
 
-// vcProduceFast rewrites a Produce v0-12 request; ok is false when the
+// vcProduceFast rewrites a Produce request; ok is false when the
 // decoded path must decide (an empty topic name, which it refuses).
 func (s *session) vcProduceFast(r *request, n *vcNames) (ok bool, err error) {
 	if err := s.readWholeOnce(r); err != nil {
@@ -34,7 +34,7 @@ func (s *session) vcProduceFast(r *request, n *vcNames) (ok bool, err error) {
 		r.vcFrame = getFrame(vcProduceCap(len(r.j.whole), n.prefix))
 		dst = r.vcFrame.b[:0]
 	}
-	out, empty, err := vcProduceFrame(dst, r.h, r.j.whole, n.prefix)
+	out, empty, err := vcProduceFrame(dst, r.h, r.j.whole, n)
 	if err != nil {
 		return false, badRequest(closeMalformed, "produce request: %w", err)
 	}
@@ -49,7 +49,8 @@ func (s *session) vcProduceFast(r *request, n *vcNames) (ok bool, err error) {
 // vcProduceFrame returns the Produce frame (size prefix included) with
 // prefix before its transactional id and every topic name; empty is
 // true (and out nil) when a topic name is empty.
-func vcProduceFrame(dst []byte, h wire.RequestHeader, frame []byte, prefix string) (out []byte, empty bool, err error) {
+func vcProduceFrame(dst []byte, h wire.RequestHeader, frame []byte, n *vcNames) (out []byte, empty bool, err error) {
+	prefix := n.prefix
 	if len(frame) < 4+h.Len {
 		return nil, false, errVCShort
 	}
@@ -83,15 +84,27 @@ func vcProduceFrame(dst []byte, h wire.RequestHeader, frame []byte, prefix strin
 	}
 	out = append(out, raw...)
 	for range nt {
-		name, null, err := w.str(flex)
-		if err != nil {
-			return nil, false, err
-		}
-		if null || len(name) == 0 {
-			return nil, true, nil
-		}
-		if out, err = appendStr(out, flex, prefix, name); err != nil {
-			return nil, false, err
+		if h.Version >= 13 {
+			// Topic ids (KIP-516): one that is not the tenant's is masked,
+			// as the decoded path's idUp does.
+			id, err := w.take(16)
+			if err != nil {
+				return nil, false, err
+			}
+			at := len(out)
+			out = append(out, id...)
+			n.idUp((*[16]byte)(out[at : at+16]))
+		} else {
+			name, null, err := w.str(flex)
+			if err != nil {
+				return nil, false, err
+			}
+			if null || len(name) == 0 {
+				return nil, true, nil
+			}
+			if out, err = appendStr(out, flex, prefix, name); err != nil {
+				return nil, false, err
+			}
 		}
 		start := w.off
 		np, _, err := w.arrayLen(flex)

@@ -42,7 +42,7 @@ func (s *session) stageVCluster(r *request) (bool, error) {
 	n := s.vcNames()
 	switch h.Key {
 	case apis.Produce:
-		if h.Version < 13 && r.j.forward == nil {
+		if r.j.forward == nil {
 			ok, err := s.vcProduceFast(r, n)
 			if ok || err != nil {
 				return false, err

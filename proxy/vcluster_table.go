@@ -142,6 +142,14 @@ func (n *vcNames) learn(id [16]byte, upstream string) { n.ids.learn(id, upstream
 // parsed, normalized form inside the quoted prefix. ok is false for a
 // regex that does not parse.
 func (n *vcNames) regex(re string) (string, bool) {
+	// The broker matches whole names, so anchors at the ends mean
+	// nothing there; inside the prefix they would never match.
+	re = strings.TrimPrefix(strings.TrimPrefix(re, "^"), `\A`)
+	if strings.HasSuffix(re, `\z`) && !strings.HasSuffix(re, `\\z`) {
+		re = strings.TrimSuffix(re, `\z`)
+	} else if strings.HasSuffix(re, "$") && !strings.HasSuffix(re, `\$`) {
+		re = strings.TrimSuffix(re, "$")
+	}
 	parsed, err := syntax.Parse(re, syntax.Perl)
 	if err != nil {
 		return "", false
@@ -732,7 +740,9 @@ var vcTable = map[int16]*vcEntry{
 			n.up(&q.TransactionalID)
 			n.up(&q.Group)
 			for i := range q.Topics {
-				if !n.upTopic(&q.Topics[i].Topic) {
+				if q.Version >= 6 { // topic ids (KIP-848's commit path)
+					n.idUp(&q.Topics[i].TopicID)
+				} else if !n.upTopic(&q.Topics[i].Topic) {
 					return refuseEmptyTopic
 				}
 			}
@@ -741,7 +751,11 @@ var vcTable = map[int16]*vcEntry{
 		resp: func(n *vcNames, r kmsg.Response) {
 			p := r.(*kmsg.TxnOffsetCommitResponse)
 			for i := range p.Topics {
-				n.down(&p.Topics[i].Topic)
+				if p.Version >= 6 {
+					n.idDown(&p.Topics[i].TopicID)
+				} else {
+					n.down(&p.Topics[i].Topic)
+				}
 			}
 		},
 	},
@@ -1038,6 +1052,75 @@ var vcTable = map[int16]*vcEntry{
 					}
 					m.Assignment.TopicPartitions = out
 				}
+			}
+		},
+	},
+	apis.DescribeShareGroupOffsets: {
+		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
+			q := r.(*kmsg.DescribeShareGroupOffsetsRequest)
+			for i := range q.Groups {
+				g := &q.Groups[i]
+				n.up(&g.GroupID)
+				for j := range g.Topics {
+					if !n.upTopic(&g.Topics[j].Topic) {
+						return refuseEmptyTopic
+					}
+				}
+			}
+			return nil
+		},
+		resp: func(n *vcNames, r kmsg.Response) {
+			p := r.(*kmsg.DescribeShareGroupOffsetsResponse)
+			for i := range p.Groups {
+				g := &p.Groups[i]
+				n.down(&g.GroupID)
+				n.msg(g.ErrorMessage)
+				out := g.Topics[:0]
+				for _, t := range g.Topics {
+					if n.down(&t.Topic) {
+						out = append(out, t)
+					}
+				}
+				g.Topics = out
+			}
+		},
+	},
+	apis.AlterShareGroupOffsets: {
+		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
+			q := r.(*kmsg.AlterShareGroupOffsetsRequest)
+			n.up(&q.GroupID)
+			for i := range q.Topics {
+				if !n.upTopic(&q.Topics[i].Topic) {
+					return refuseEmptyTopic
+				}
+			}
+			return nil
+		},
+		resp: func(n *vcNames, r kmsg.Response) {
+			p := r.(*kmsg.AlterShareGroupOffsetsResponse)
+			n.msg(p.ErrorMessage)
+			for i := range p.Topics {
+				n.down(&p.Topics[i].Topic)
+			}
+		},
+	},
+	apis.DeleteShareGroupOffsets: {
+		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
+			q := r.(*kmsg.DeleteShareGroupOffsetsRequest)
+			n.up(&q.GroupID)
+			for i := range q.Topics {
+				if !n.upTopic(&q.Topics[i].Topic) {
+					return refuseEmptyTopic
+				}
+			}
+			return nil
+		},
+		resp: func(n *vcNames, r kmsg.Response) {
+			p := r.(*kmsg.DeleteShareGroupOffsetsResponse)
+			n.msg(p.ErrorMessage)
+			for i := range p.Topics {
+				n.down(&p.Topics[i].Topic)
+				n.msg(p.Topics[i].ErrorMessage)
 			}
 		},
 	},
