@@ -47,6 +47,9 @@ type Config struct {
 	// Policy is the access policy (see policy.go and package policy).
 	Policy Policy `yaml:"policy"`
 	Audit  Audit  `yaml:"audit"`
+	// VirtualClusters are tenants' namespaces (vcluster.go; README,
+	// "Virtual clusters").
+	VirtualClusters []VirtualCluster `yaml:"virtual_clusters,omitempty"`
 
 	// meta remembers where each field came from when the config was
 	// parsed, so Validate can name the line. Nil for configs built in code.

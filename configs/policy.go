@@ -430,16 +430,23 @@ func (v *validator) policy() {
 			v.errf(fmt.Sprintf("policy.hide_denied_apis[%d]", i), name, "no listener is named %q", name)
 		}
 	}
+	v.policyRules("policy", p)
+}
+
+// policyRules checks the rules of the policy at path (the top-level
+// one, or a virtual cluster's).
+func (v *validator) policyRules(path string, p *Policy) {
+	listeners := v.c.listenerNames()
 	names := map[string]int{}
 	for i := range p.Rules {
 		r := &p.Rules[i]
-		rp := fmt.Sprintf("policy.rules[%d]", i)
+		rp := fmt.Sprintf("%s.rules[%d]", path, i)
 		if r.Name != "" {
 			switch j, dup := names[r.Name]; {
 			case !ruleNameRE.MatchString(r.Name):
 				v.errf(rp+".name", r.Name, "%q is not a valid rule name: use up to 128 letters, digits, '.', '_' or '-'", r.Name)
 			case dup:
-				v.errf(rp+".name", r.Name, "duplicate rule name %q: policy.rules[%d]%s has it too", r.Name, j, v.where(fmt.Sprintf("policy.rules[%d].name", j)))
+				v.errf(rp+".name", r.Name, "duplicate rule name %q: %s.rules[%d]%s has it too", r.Name, path, j, v.where(fmt.Sprintf("%s.rules[%d].name", path, j)))
 			default:
 				names[r.Name] = i
 			}

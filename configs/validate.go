@@ -64,6 +64,7 @@ func (v *validator) check() []error {
 	v.log()
 	v.audit()
 	v.policy()
+	v.virtualClusters() // vcluster.go
 	v.ports()
 	v.advertisedPorts()
 	return v.errs.list(v.source)
