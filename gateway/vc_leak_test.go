@@ -27,9 +27,11 @@ import (
 //
 //   - Every string field of every response (string, *string, []string),
 //     error messages included, except Host (a broker address: an SNI
-//     listener's broker names may well contain a tenant's name), must
-//     not contain any of the forbidden substrings (the upstream
-//     prefixes, "team-a." and "team-b."). Found at once, as a leak.
+//     listener's broker names may well contain a tenant's name) and a
+//     name the client itself sent first (the echo of a probe for
+//     "team-b.orders"), must not contain any of the forbidden substrings
+//     (the upstream prefixes, "team-a." and "team-b."). Found at once,
+//     as a leak.
 //   - Name fields are collected, per direction, as topic, group or
 //     transactional-id names:
 //     topic: Topic, TopicName, TopicNames, Topics ([]string),
@@ -451,7 +453,10 @@ func (w *walker) str(s, field, kind string) {
 		}
 		return
 	}
-	if field != "Host" {
+	tp.mu.Lock()
+	echo := tp.sent[s]
+	tp.mu.Unlock()
+	if field != "Host" && !echo {
 		for _, f := range tp.forbid {
 			if strings.Contains(s, f) {
 				tp.leak("%q (contains %q) in %s", s, f, where)
