@@ -55,16 +55,19 @@ const (
 // fields are left out, except that a request record always carries
 // api, key, version and correlation (key 0 is Produce).
 type Record struct {
-	Time            time.Time `json:"time"`
-	Event           string    `json:"event"`
-	ConnID          uint64    `json:"conn_id,omitempty"`
-	Listener        string    `json:"listener,omitempty"`
-	ClientAddr      string    `json:"client_addr,omitempty"`
-	TLSSubject      string    `json:"tls_subject,omitempty"`
-	Principal       string    `json:"principal,omitempty"`
-	ClientID        string    `json:"client_id,omitempty"`
-	SoftwareName    string    `json:"software_name,omitempty"`
-	SoftwareVersion string    `json:"software_version,omitempty"`
+	Time     time.Time `json:"time"`
+	Event    string    `json:"event"`
+	ConnID   uint64    `json:"conn_id,omitempty"`
+	Listener string    `json:"listener,omitempty"`
+	// VirtualCluster is the session's virtual cluster (one of the
+	// configured names; empty for the plain cluster).
+	VirtualCluster  string `json:"virtual_cluster,omitempty"`
+	ClientAddr      string `json:"client_addr,omitempty"`
+	TLSSubject      string `json:"tls_subject,omitempty"`
+	Principal       string `json:"principal,omitempty"`
+	ClientID        string `json:"client_id,omitempty"`
+	SoftwareName    string `json:"software_name,omitempty"`
+	SoftwareVersion string `json:"software_version,omitempty"`
 
 	API         string `json:"api,omitempty"`
 	Key         int16  `json:"key"`

@@ -62,6 +62,9 @@ func (p *Plan) provision(log *slog.Logger) error {
 		return fmt.Errorf("policy: %w", err)
 	}
 	p.proxy = proxyOptions(p.Config, log)
+	if p.proxy.VirtualClusters, err = virtualClusters(p.Config); err != nil { // vclusters.go
+		return err
+	}
 	if err := p.provisionACLs(log); err != nil { // acls.go
 		return err
 	}

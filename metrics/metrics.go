@@ -85,6 +85,8 @@ type Metrics struct {
 	budgetBytes   prometheus.Gauge   // request bytes held in memory across connections
 	budgetWaits   prometheus.Counter // reads that waited for the shared budget
 	sniRefused    *prometheus.CounterVec
+	vcRequests    *prometheus.CounterVec // by virtual cluster and API (proxy.VClusterHooks)
+	vcRefused     *prometheus.CounterVec
 	routeEvents   *prometheus.CounterVec
 	fsync         prometheus.Histogram
 	brokerBytes   *prometheus.CounterVec
@@ -170,6 +172,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Times a connection stopped reading because the request memory budget was spent."}))
 	m.sniRefused = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "sni_refused_total",
 		Help: "TLS hellos refused by an SNI listener, by listener and reason (no_sni, unknown_name, unknown_node)."}, []string{"listener", "reason"}))
+	m.vcRequests = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "vcluster_requests_total",
+		Help: "Requests of sessions in a virtual cluster, by virtual cluster (a configured name) and API."}, []string{"virtual_cluster", "api"}))
+	m.vcRefused = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "vcluster_refusals_total",
+		Help: "Virtual-cluster refusals, by virtual cluster (\"\" for a connection that matched none) and reason (no_virtual_cluster, unsupported_api, invalid_name, unscoped_request, unscoped_regex, cluster_resource)."}, []string{"virtual_cluster", "reason"}))
 	m.routeEvents = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "single_port_events_total",
 		Help: "Single-port routing events, by listener and event (part_failed, coordinator_lookup, view_refresh, share_session_limit, share_session_reset, share_request_refused)."}, []string{"listener", "event"}))
 	m.fsync = register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "broker", Name: "fsync_duration_seconds",
@@ -320,6 +326,23 @@ func (m *Metrics) SNIRefused(listener, reason string) {
 		return
 	}
 	m.sniRefused.WithLabelValues(m.listener(listener).label, m.causeSet.label(reason)).Inc()
+}
+
+// VClusterRequest counts a request of a virtual cluster's session
+// (proxy.VClusterHooks); the names are the configured ones.
+func (m *Metrics) VClusterRequest(vcluster string, key int16) {
+	if m == nil {
+		return
+	}
+	m.vcRequests.WithLabelValues(vcluster, APILabel(key)).Inc()
+}
+
+// VClusterRefused counts a virtual-cluster refusal (proxy.VClusterHooks).
+func (m *Metrics) VClusterRefused(vcluster, reason string) {
+	if m == nil {
+		return
+	}
+	m.vcRefused.WithLabelValues(vcluster, m.causeSet.label(reason)).Inc()
 }
 
 // SinglePortEvent counts a single-port routing event (proxy.RouteHooks).

@@ -336,3 +336,42 @@ func hasError(v reflect.Value, depth int) bool {
 	}
 	return false
 }
+
+// ErrorResponse is the broker-like answer to req with code on every
+// entry (and at the top level where the key has one), carrying msg
+// where the version has an error message. The gateway uses it to refuse
+// a request for another reason than a rule (virtual clusters).
+func ErrorResponse(req kmsg.Request, code int16, msg string) kmsg.Response {
+	resp := denyResponse(req, &resourceCodes{top: code})
+	setMessages(reflect.ValueOf(resp), msg, 0)
+	return resp
+}
+
+// setMessages replaces every error message denyResponse set.
+func setMessages(v reflect.Value, msg string, depth int) {
+	if depth > 8 {
+		return
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			setMessages(v.Elem(), msg, depth+1)
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Field(i)
+			if v.Type().Field(i).Name == "ErrorMessage" && f.Kind() == reflect.Pointer && !f.IsNil() && f.Elem().Kind() == reflect.String {
+				m := msg
+				f.Set(reflect.ValueOf(&m))
+				continue
+			}
+			if f.CanSet() {
+				setMessages(f, msg, depth+1)
+			}
+		}
+	case reflect.Slice:
+		for i := 0; i < v.Len(); i++ {
+			setMessages(v.Index(i), msg, depth+1)
+		}
+	}
+}

@@ -90,7 +90,7 @@ func (s *session) auditRecord(h wire.RequestHeader, now time.Time, size int) *au
 		ClientID: string(h.ClientID), SoftwareName: s.softwareName, SoftwareVersion: s.softwareVersion,
 		TLSSubject: s.tlsSubject, Principal: s.subj.Principal,
 		API: audit.APIName(h.Key), Key: h.Key, Version: h.Version, Correlation: h.Correlation,
-		BytesIn: 4 + size, Backend: s.backendName(),
+		BytesIn: 4 + size, Backend: s.backendName(), VirtualCluster: s.vcLabel,
 	}
 	return rec
 }

@@ -95,6 +95,10 @@ type Options struct {
 	// (nil: off).
 	Hooks Hooks
 	Audit *audit.Trail
+
+	// VirtualClusters are tenants' namespaces (vcluster.go), in match
+	// order.
+	VirtualClusters []VirtualCluster
 }
 
 // ListenerOptions describes one client-facing listener.

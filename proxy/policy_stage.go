@@ -162,14 +162,37 @@ type judged struct {
 // judge applies the policy to one request. It returns done=true when the
 // request was answered (denied) here.
 func (s *session) judge(eng *policy.Engine, h wire.RequestHeader, size int, obs *observed) (j judged, done bool, err error) {
+	return s.judgeFrom(eng, h, size, obs, nil, nil)
+}
+
+// judgeFrom is judge over a frame a stage already read: whole (the
+// client's, consumed) and, when policy rewrote it, src (decoded instead).
+// A virtual cluster's own policy judges so (vcluster_policy.go).
+func (s *session) judgeFrom(eng *policy.Engine, h wire.RequestHeader, size int, obs *observed, whole, src []byte) (j judged, done bool, err error) {
 	subj := s.subjectFor(h)
 	var body kmsg.Request
+	j.whole = whole
 	if h.Known && eng.NeedsBody(subj, h.Key, h.Version) {
-		if j.whole, obs.frame, err = s.readFrame(size); err != nil {
-			return j, false, err
-		}
-		if body, err = decodeRequest(h, j.whole); err != nil {
-			return j, false, err
+		switch {
+		case src != nil:
+			fh, err := wire.ParseRequestHeader(src[4:])
+			if err != nil {
+				return j, false, fmt.Errorf("re-encoded request: %w", err)
+			}
+			if body, err = decodeRequest(fh, src); err != nil {
+				return j, false, err
+			}
+		case whole != nil:
+			if body, err = decodeRequest(h, whole); err != nil {
+				return j, false, err
+			}
+		default:
+			if j.whole, obs.frame, err = s.readFrame(size); err != nil {
+				return j, false, err
+			}
+			if body, err = decodeRequest(h, j.whole); err != nil {
+				return j, false, err
+			}
 		}
 		j.req = body
 	}

@@ -33,6 +33,7 @@ const (
 	closeUpstreamReauth               // the gateway's own upstream SASL session is about to expire
 	closeAuthRejected                 // SASL refused: stop reading, send the refusal, close
 	closeOverloaded                   // the shared request memory budget stayed spent (body.go)
+	closeNoVirtualCluster             // a listener of virtual clusters, and the connection matches none (vcluster.go)
 )
 
 var closeReasonNames = [...]string{
@@ -53,6 +54,7 @@ var closeReasonNames = [...]string{
 	closeUpstreamReauth:   "upstream_session_expiring",
 	closeAuthRejected:     "auth_failed",
 	closeOverloaded:       "memory_budget",
+	closeNoVirtualCluster: "no_virtual_cluster",
 }
 
 func (r closeReason) String() string { return closeReasonNames[r] }

@@ -235,6 +235,10 @@ func (s *session) handshakeTLS() error {
 	if route != nil {
 		s.node = route.node // SNI: the name chose the broker
 		s.shownNode.Store(route.node)
+		// In a virtual cluster's pattern, the name also chose the cluster
+		// (vcluster.go), and brokers are advertised under the same pattern
+		// (mapper.vcName), set before any response is written.
+		s.sniVC, s.mapper.vc = route.vc, route.vc
 	}
 	if !s.adopt(func() { s.client = tc }) {
 		return net.ErrClosed

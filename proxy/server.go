@@ -71,6 +71,8 @@ type Server struct {
 
 	budget *byteBudget // request bytes in flight across every session (body.go)
 
+	vcs *vclusters // Options.VirtualClusters; nil: none (vcluster.go)
+
 	upstreamTLS atomic.Pointer[tls.Config] // Options.UpstreamTLS, replaced by a reload (reload.go); nil: plaintext
 }
 
@@ -106,6 +108,11 @@ func New(opts Options) (*Server, error) {
 	s.guard = newAddrGuard(opts.ConnectionRatePerAddress, opts.AuthFailuresPerAddress, opts.AuthLockout)
 	s.noisy = lograte.New(opts.Logger, lograte.Options{Interval: opts.LogSummaryInterval})
 	s.budget = newByteBudget(opts.MaxRequestBytesInFlight, opts.Hooks)
+	vcs, err := newVClusters(opts.VirtualClusters)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	s.vcs = vcs
 	s.upstreamTLS.Store(opts.UpstreamTLS)
 	return s, nil
 }

@@ -112,6 +112,15 @@ type session struct {
 
 	cur request // the read loop's request value, reused frame to frame (stages.go)
 
+	// Virtual clusters (vcluster.go), read loop only: vc is the
+	// session's cluster once vcDecided (nil: the plain cluster); sniVC
+	// the cluster whose SNI pattern the TLS server name matched.
+	vc        *vcluster
+	vcDecided bool
+	vcLabel   string
+	sniVC     *vcluster
+	vcn       *vcNames // the session's names view (vcluster_stage.go)
+
 	wbuf []byte // write loop scratch for rewritten responses and headers
 	rbuf []byte // write loop buffer for responses read whole to be rewritten
 }
@@ -143,6 +152,9 @@ type pending struct {
 	// (single-port Produce and Fetch, route_nodes.go), so the write side
 	// does not decode it again to rewrite them.
 	addressed bool
+	// vc, for a session in a virtual cluster, is the view the answer is
+	// rewritten with (vcAnswer, before merge and addresses); nil: as is.
+	vc *vcNames
 
 	obs observed // accounting for metrics and audit
 }
@@ -777,6 +789,17 @@ func (s *session) writeLocal(p pending) error {
 		return s.writeRaw(b)
 	}
 	body := r.body
+	if p.vc != nil { // virtual cluster: the tenant's names (vcluster_stage.go)
+		b, err := materialize(body)
+		if err != nil {
+			return &backendError{err}
+		}
+		out, err := vcAnswer(&p, b)
+		if err != nil {
+			return &backendError{err}
+		}
+		body = wire.Bytes(out)
+	}
 	if p.adjusted() {
 		b, err := materialize(body)
 		if err != nil {
@@ -896,9 +919,9 @@ const (
 func upstreamPath(p *pending) writePath {
 	fullAudit := p.obs.rec != nil && p.obs.req != nil
 	switch {
-	case p.key == apis.Fetch && p.merge == nil && wire.IsFlexible(p.key, p.version):
+	case p.key == apis.Fetch && p.merge == nil && p.vc == nil && wire.IsFlexible(p.key, p.version):
 		return pathStream
-	case fullAudit || p.adjusted() || rewrite.Needs(p.key, p.version) || p.key == apis.ApiVersions || p.saslUser != "":
+	case p.vc != nil || fullAudit || p.adjusted() || rewrite.Needs(p.key, p.version) || p.key == apis.ApiVersions || p.saslUser != "":
 		return pathRewrite
 	}
 	return pathSplice
@@ -968,6 +991,14 @@ func (s *session) relayRewritten(p pending, total int) error {
 		u := p.saslUser
 		s.passPrincipal.Store(&u)
 	}
+	vcDone := false
+	if p.vc != nil { // virtual cluster: the tenant's names first (vcluster_stage.go)
+		out, err := vcAnswer(&p, body)
+		if err != nil {
+			return &backendError{err}
+		}
+		body, vcDone = out, true
+	}
 	adjusted := p.adjusted()
 	if adjusted {
 		out, err := adjust(p, body)
@@ -980,7 +1011,7 @@ func (s *session) relayRewritten(p pending, total int) error {
 	if err != nil {
 		return &backendError{err}
 	}
-	if !adjusted && !rewritten {
+	if !adjusted && !rewritten && !vcDone {
 		_, err = s.client.Write(frame) // nothing to change
 		s.finish(&p, len(frame), body)
 		return err
@@ -1037,7 +1068,7 @@ func (s *session) rewrite(p pending, body []byte) (out []byte, changed bool, err
 	}
 	// Topic ids (KIP-516) are resolved for policy rules and for full
 	// audit records, which name the topics of Produce and Fetch v13+.
-	if p.key == apis.Metadata && (eng != nil || s.srv.opts.Audit.Level() == audit.Full) {
+	if p.key == apis.Metadata && p.vc == nil && (eng != nil || s.srv.opts.Audit.Level() == audit.Full) {
 		s.srv.learnMetadata(p.version, out)
 	}
 	return out, changed, nil

@@ -116,6 +116,18 @@ func (r *sniRouter) match(name string) (node int32, reason string, ok bool) {
 func (r *sniRouter) configFor(hello *tls.ClientHelloInfo, base *tls.Config) (*tls.Config, error) {
 	sc, _ := hello.Conn.(*sniConn)
 	node, reason, ok := r.match(hello.ServerName)
+	if !ok {
+		// A virtual cluster's name (vcluster.go): its pattern around
+		// one of the listener's own names.
+		if vc, inner, matched := r.l.srv.vcs.sniInner(strings.ToLower(strings.TrimSuffix(hello.ServerName, "."))); matched {
+			if n, _, innerOK := r.match(inner); innerOK {
+				node, reason, ok = n, "", true
+				if sc != nil {
+					sc.vc = vc
+				}
+			}
+		}
+	}
 	if ok && node >= 0 && !r.serves(node) {
 		reason, ok = sniUnknownNode, false
 	}
@@ -151,7 +163,8 @@ type sniConn struct {
 	net.Conn
 	name    string
 	node    int32
-	refused string // "" unless the hello was refused
+	refused string    // "" unless the hello was refused
+	vc      *vcluster // the virtual cluster whose SNI pattern the name matched, if any
 }
 
 // handshakeError explains a refused hello (crypto/tls's own error only
@@ -187,12 +200,23 @@ func (m mapper) sniAdvertise(kind rewrite.EndpointKind, node int32, host string,
 		adv = int32(m.l.opts.AdvertisePort)
 	}
 	if !m.srv.upstreamMode() {
-		return m.l.sni.brokerName(0), adv, true
+		return m.vcName(m.l.sni.brokerName(0)), adv, true
 	}
 	if kind == rewrite.Broker {
 		m.srv.learnBroker(node, host, port)
 	} else if !m.srv.nodes.known(node) {
 		return "", 0, false // a controller-only node is not served by the gateway
 	}
-	return m.l.sni.brokerName(node), adv, true
+	return m.vcName(m.l.sni.brokerName(node)), adv, true
+}
+
+// vcName is a broker name as a virtual cluster's sessions are told it:
+// inside the cluster's SNI pattern ("team-a.*" and b0.kafka.example.com
+// give team-a.b0.kafka.example.com), so a client that reconnects to an
+// advertised broker names the cluster again.
+func (m mapper) vcName(name string) string {
+	if m.vc == nil || m.vc.SNI == "" {
+		return name
+	}
+	return m.vc.sniBefore + name + m.vc.sniAfter
 }

@@ -33,13 +33,16 @@ var readStages = [...]readStage{
 	{"version-guard", (*session).stageVersionGuard},    // keys and versions the gateway cannot decode (unknown.go); KIP-511 ApiVersions
 	{"authentication", (*session).stageAuthentication}, // pre-auth rules, SASL termination, v0 refusal
 	{"identity", (*session).stageIdentity},             // a principal the upstream accepted (SASL pass-through)
+	{"vcluster-match", (*session).stageVCMatch},        // the session's virtual cluster, decided once past authentication (vcluster.go)
 	{"acks", (*session).stageAcks},                     // Produce acks=0 takes no slot
 	{"audit", (*session).stageAudit},                   // the audit record; strict mode refuses what it cannot record
 	{"policy", (*session).stagePolicy},                 // deny in the slot, partial rewrite, throttle
+	{"vcluster-policy", (*session).stageVCPolicy},      // the virtual cluster's own policy (vcluster_policy.go)
 	{"quota", (*session).stageQuota},                   // client quotas (KIP-546): throttle, KIP-599 refusal (quota_stage.go)
 	{"decode", (*session).stageDecode},                 // bodies a full audit record or ApiVersions v3+ needs
 	{"observe", (*session).stageObserve},               // client software name, pass-through SASL user
 	{"entry", (*session).stageEntry},                   // the queue entry that will carry the response
+	{"vcluster", (*session).stageVCluster},             // virtual clusters: names prefixed, the answer's rewrite queued (vcluster_stage.go)
 	{"answer", (*session).stageAnswer},                 // keys the gateway answers itself: its ACL, quota, credential stores (answer.go)
 	{"route", routeStage},                              // single-port: split by broker, merge the answers (route.go)
 	{"backend", (*session).stageBackend},               // built-in broker, or the upstream connection

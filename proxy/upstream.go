@@ -213,6 +213,7 @@ func (s *Server) learnBroker(node int32, host string, port int32) {
 type mapper struct {
 	srv *Server
 	l   *listener
+	vc  *vcluster // an SNI virtual cluster: brokers advertised under its pattern (sni.go)
 }
 
 var _ rewrite.Mapper = mapper{}
