@@ -198,7 +198,7 @@ func (s *session) judgeFrom(eng *policy.Engine, h wire.RequestHeader, size int, 
 	}
 	v := eng.Check(&policy.Request{
 		Subject: subj, Key: h.Key, Version: h.Version, Size: 4 + size,
-		Body: body, Names: &s.srv.names, Creations: &s.srv.creations, Now: time.Now(),
+		Body: body, Names: s.policyNames(), Creations: &s.srv.creations, Now: time.Now(),
 	})
 	j.rule, j.throttle = v.Rule, v.Throttle
 	obs.rule = v.Rule

@@ -62,6 +62,7 @@ type request struct {
 
 	expectResponse bool // false for Produce acks=0
 	obs            observed
+	vcFrame        *frameBuf // a pooled rewritten Produce frame (vcluster_records.go), released with the request
 	j              judged
 	p              pending
 }
@@ -70,6 +71,9 @@ type request struct {
 // the value, so an idle session pins no buffer of its last request.
 func (r *request) release() {
 	putFrame(r.obs.frame)
+	if r.vcFrame != nil {
+		putFrame(r.vcFrame)
+	}
 	*r = request{}
 }
 

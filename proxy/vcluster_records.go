@@ -26,7 +26,15 @@ func (s *session) vcProduceFast(r *request, n *vcNames) (ok bool, err error) {
 	if err := s.readWholeOnce(r); err != nil {
 		return false, err
 	}
-	out, empty, err := vcProduceFrame(r.h, r.j.whole, n.prefix)
+	var dst []byte
+	if s.local == nil && s.tun == nil {
+		// Written upstream by this read loop before the frame is done
+		// with (request.release returns it): a pooled buffer, not a
+		// fresh zeroed one per Produce.
+		r.vcFrame = getFrame(vcProduceCap(len(r.j.whole), n.prefix))
+		dst = r.vcFrame.b[:0]
+	}
+	out, empty, err := vcProduceFrame(dst, r.h, r.j.whole, n.prefix)
 	if err != nil {
 		return false, badRequest(closeMalformed, "produce request: %w", err)
 	}
@@ -41,14 +49,17 @@ func (s *session) vcProduceFast(r *request, n *vcNames) (ok bool, err error) {
 // vcProduceFrame returns the Produce frame (size prefix included) with
 // prefix before its transactional id and every topic name; empty is
 // true (and out nil) when a topic name is empty.
-func vcProduceFrame(h wire.RequestHeader, frame []byte, prefix string) (out []byte, empty bool, err error) {
+func vcProduceFrame(dst []byte, h wire.RequestHeader, frame []byte, prefix string) (out []byte, empty bool, err error) {
 	if len(frame) < 4+h.Len {
 		return nil, false, errVCShort
 	}
 	body := frame[4+h.Len:]
 	flex := h.Flexible
 	w := vcWalk{b: body}
-	out = make([]byte, 0, len(frame)+len(prefix)*8+16)
+	out = dst[:0]
+	if out == nil {
+		out = make([]byte, 0, vcProduceCap(len(frame), prefix))
+	}
 	out = append(out, frame[:4+h.Len]...)
 	if h.Version >= 3 { // transactional id, nullable
 		s, null, err := w.str(flex)
@@ -358,3 +369,7 @@ func appendStr(out []byte, flex bool, prefix string, s []byte) ([]byte, error) {
 	out = append(out, prefix...)
 	return append(out, s...), nil
 }
+
+// vcProduceCap is the room a rewritten Produce frame is given: a few
+// topics' prefixes (more grow it).
+func vcProduceCap(frame int, prefix string) int { return frame + len(prefix)*8 + 16 }

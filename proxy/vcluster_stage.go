@@ -154,3 +154,23 @@ func vcAnswer(p *pending, body []byte) ([]byte, error) {
 	e.resp(p.vc, resp)
 	return resp.AppendTo(make([]byte, 0, len(body))), nil
 }
+
+// policyNames resolves topic ids for policy (Produce and Fetch v13+):
+// for a session in a virtual cluster, to the tenant's names (an id that
+// is not the tenant's is unknown), so rules judge the names the tenant
+// uses; otherwise the server's view.
+func (s *session) policyNames() policy.TopicNames {
+	if s.vc != nil {
+		return s.vcNames()
+	}
+	return &s.srv.names
+}
+
+// TopicName is policy.TopicNames in the tenant's names.
+func (n *vcNames) TopicName(id [16]byte) (string, bool) {
+	name, ok := n.ids.name(id)
+	if !ok || !n.down(&name) {
+		return "", false
+	}
+	return name, true
+}
