@@ -177,7 +177,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.vcRefused = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "vcluster_refusals_total",
 		Help: "Virtual-cluster refusals, by virtual cluster (\"\" for a connection that matched none) and reason (no_virtual_cluster, unsupported_api, invalid_name, unscoped_request, unscoped_regex, cluster_resource)."}, []string{"virtual_cluster", "reason"}))
 	m.routeEvents = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "single_port_events_total",
-		Help: "Single-port routing events, by listener and event (part_failed, coordinator_lookup, view_refresh, share_session_limit, share_session_reset, share_request_refused)."}, []string{"listener", "event"}))
+		Help: "Single-port routing events, by listener and event (part_failed, coordinator_lookup, view_refresh, share_session_limit, share_session_reset, share_request_refused, fetch_session_reset, fetch_session_limit)."}, []string{"listener", "event"}))
 	m.fsync = register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "broker", Name: "fsync_duration_seconds",
 		Help: "Built-in broker: time of one fsync of a partition log.", Buckets: fsyncBuckets}))
 	m.brokerBytes = register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "broker", Name: "bytes_total",

@@ -43,6 +43,10 @@ type tunnel struct {
 	clientID string
 	// share is the tunnel's gateway-owned share sessions (route_share.go).
 	share *shareState
+	// fetch is the client's fetch session and the gateway's upstream
+	// ones (route_fetch_session.go); nil until the first v7+ Fetch that
+	// opens one.
+	fetch *fetchState
 	// trace collects the brokers the request being routed reaches, for
 	// its audit record (route_audit.go); set only while route runs.
 	trace *routeTrace

@@ -10,6 +10,8 @@ const (
 	routeShareLimit        = "share_session_limit"   // a connection asked for more share sessions than the gateway keeps
 	routeShareReset        = "share_session_reset"   // an upstream share session failed; the client's session is reset
 	routeShareRefused      = "share_request_refused" // a broker refused what a share request asked (INVALID_REQUEST, authorization, ...); the client's session is reset
+	routeFetchSessionReset = "fetch_session_reset"   // an upstream fetch session was lost (evicted, wrong epoch); the next fetch there is full
+	routeFetchSessionLimit = "fetch_session_limit"   // a client fetch session grew past maxFetchSessionPartitions; dropped
 	// routeFindCoordinator is not trouble: each FindCoordinator round
 	// trip the cluster view sends upstream, counted (count) and not logged.
 	routeFindCoordinator = "find_coordinator"

@@ -7,10 +7,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Single-port Fetch is sessionless (KIP-227): every part goes upstream
-// with session id 0 and epoch -1, so no client session id ever reaches a
-// broker, and the merged answer carries session id 0 and lists every
-// partition the client asked for.
+// Single-port Fetch: a client's fetch session (KIP-227) is the
+// gateway's own, and so are the sessions toward each upstream broker
+// (route_fetch_session.go); no client session id ever reaches a broker.
+// A sessionless Fetch (before v7, or epoch -1) goes upstream sessionless
+// (session id 0, epoch -1), and its merged answer carries session id 0
+// and lists every partition the client asked for.
 
 // fetchTopicName resolves a Fetch topic's name (v13+ names topics by id).
 func (t *tunnel) fetchTopicName(x *kmsg.FetchRequestTopic) string {
@@ -41,20 +43,35 @@ func fetchRespParts(x *kmsg.FetchResponseTopic) *[]kmsg.FetchResponseTopicPartit
 }
 
 func (t *tunnel) routeFetch(r *kmsg.FetchRequest, rep reply) error {
+	if r.Version >= 7 {
+		if handled, err := t.routeFetchSession(r, rep); handled {
+			return err
+		}
+	}
+	return t.routeFetchSessionless(r, rep, nil)
+}
+
+// routeFetchSessionless splits a sessionless Fetch by leader. closes
+// (node → upstream session id) are sessions to end on the way: the part
+// to that node carries the id with epoch -1 (Kafka closes the session
+// and serves the fetch sessionless), or, for a node without a part, an
+// empty request does.
+func (t *tunnel) routeFetchSessionless(r *kmsg.FetchRequest, rep reply, closes map[int32]int32) error {
 	by, err := splitTopics(t, r.Topics, t.fetchTopicName, fetchParts, fetchPartition)
 	if err != nil {
 		return err
 	}
-	parts := make(map[int32]kmsg.Request, len(by))
+	parts := make(map[int32]kmsg.Request, len(by)+len(closes))
 	for n, ts := range by {
 		c := *r
-		c.Topics, c.SessionID, c.SessionEpoch, c.ForgottenTopics = ts, 0, -1, nil
+		c.Topics, c.SessionID, c.SessionEpoch, c.ForgottenTopics = ts, closes[n], -1, nil
 		if len(by) > 1 && c.MaxWaitMillis > fetchPartWait {
 			c.MaxWaitMillis = fetchPartWait
 		}
 		parts[n] = &c
 	}
-	if len(parts) == 0 { // an empty (session keep-alive) fetch
+	closeFetchParts(r, closes, parts)
+	if len(parts) == 0 { // an empty fetch
 		c := *r
 		c.SessionID, c.SessionEpoch, c.ForgottenTopics = 0, -1, nil
 		return t.routeAny(&c, rep)

@@ -157,6 +157,17 @@ func (s *session) vcFetchFast(r *request, n *vcNames) (ok bool, err error) {
 	}
 	if masked {
 		r.p.vc = n // the answer carries the masked ids: unmask them
+		// The masked frame is what goes on, whoever decodes it next
+		// (single-port routing prefers a decoded request a stage before
+		// kept, which holds the ids as the client sent them).
+		if r.j.forward == nil {
+			if r.j.whole == nil {
+				if err := s.readWholeOnce(r); err != nil { // copies the masked bytes out of the read buffer
+					return false, err
+				}
+			}
+			r.j.forward = r.j.whole
+		}
 	}
 	return true, nil
 }

@@ -384,7 +384,13 @@ func TestVirtualClusterUnsupportedKey(t *testing.T) {
 // another's topic id (Metadata and Fetch), a regex built to escape its
 // group, a topic that is only the prefix, and a malformed body.
 func TestVirtualClusterHostile(t *testing.T) {
-	s := startVC(t, "upstream", "port-per-broker")
+	for _, mode := range []string{"port-per-broker", "single-port"} {
+		t.Run(mode, func(t *testing.T) { testVirtualClusterHostile(t, mode) })
+	}
+}
+
+func testVirtualClusterHostile(t *testing.T, mode string) {
+	s := startVC(t, "upstream", mode)
 	ctx := ctxT(t, 30*time.Second)
 	bAdm := kadm.NewClient(s.client(t, "team-b"))
 	if _, err := bAdm.CreateTopic(ctx, 1, 1, nil, "x"); err != nil {
@@ -443,6 +449,9 @@ func TestVirtualClusterHostile(t *testing.T) {
 	ft.Partitions = append(ft.Partitions, fp)
 	f.Topics = append(f.Topics, ft)
 	leader := real["team-b.x"].Partitions[0].Leader
+	if mode == "single-port" {
+		leader = 0 // the virtual broker
+	}
 	fr, err := a.Broker(int(leader)).Request(ctx, f)
 	if err != nil {
 		t.Fatal(err)
