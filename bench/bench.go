@@ -238,7 +238,10 @@ type bencher struct {
 	admin     *kadm.Client
 
 	consumeEnd map[int32]int64 // end offsets of the consume topic
-	topicSeq   atomic.Int64
+	// consumePrefixes: the consume topic is written under each of these
+	// upstream ("" the plain one; the vc suite adds its prefix).
+	consumePrefixes []string
+	topicSeq        atomic.Int64
 }
 
 // pathEnv is one path: where its clients start and how they may dial.
@@ -257,6 +260,9 @@ type pathEnv struct {
 	// sni: the gateway advertises names (TLS suite, SNI variant); every
 	// name is dialled at 127.0.0.1 with the name as the TLS server name.
 	sni bool
+	// topicPrefix: the path's clients are in a virtual cluster (vc
+	// suite) whose topics are stored upstream under this prefix.
+	topicPrefix string
 }
 
 var errOffRoute = errors.New("dial off the benchmark path")
@@ -406,12 +412,12 @@ var errNotMeasured = errors.New("not measured")
 // runOne runs workload w over path e: warm-up, measured window, teardown.
 func (b *bencher) runOne(ctx context.Context, w workload, e *pathEnv, round int) (RunResult, error) {
 	res := RunResult{Workload: w.name, Path: e.path, Variant: e.variant, Round: round}
-	topic, err := b.topicFor(ctx, w)
+	topic, err := b.topicFor(ctx, w, e)
 	if err != nil {
 		return res, err
 	}
 	if w.kind != kindConsume {
-		defer b.deleteTopic(topic)
+		defer b.deleteTopic(e.topicPrefix + topic)
 	}
 	m := &meter{}
 	rctx, cancel := context.WithCancel(ctx)
@@ -482,7 +488,9 @@ func (b *bencher) runOne(ctx context.Context, w workload, e *pathEnv, round int)
 	return res, nil
 }
 
-func (b *bencher) topicFor(ctx context.Context, w workload) (string, error) {
+// topicFor returns the topic a run of w over e uses, as e's clients name
+// it; it is created upstream under e's virtual cluster prefix.
+func (b *bencher) topicFor(ctx context.Context, w workload, e *pathEnv) (string, error) {
 	if w.kind == kindConsume {
 		return consumeTopic, nil
 	}
@@ -491,7 +499,7 @@ func (b *bencher) topicFor(ctx context.Context, w workload) (string, error) {
 		parts = 1 // one partition: every record takes the same route
 	}
 	topic := fmt.Sprintf("bench-%s-%d", w.name, b.topicSeq.Add(1))
-	if err := b.createTopic(ctx, topic, parts); err != nil {
+	if err := b.createTopic(ctx, e.topicPrefix+topic, parts); err != nil {
 		return "", err
 	}
 	return topic, nil

@@ -52,10 +52,12 @@ const (
 	SuiteTLS     Suite = "tls"     // tollgate with a TLS listener vs plaintext (RunTLSSuite)
 	// SuiteSinglePort: brokers: single-port vs port-per-broker (RunSuite).
 	SuiteSinglePort Suite = "single-port"
+	// SuiteVC: a virtual cluster vs the plain gateway (RunSuite; suite_vc.go).
+	SuiteVC Suite = "vc"
 )
 
 // Suites lists the suites in the order the command documents them.
-var Suites = []Suite{SuiteGateway, SuitePolicy, SuiteAudit, SuiteTLS, SuiteSinglePort, SuiteBroker, SuiteSoak}
+var Suites = []Suite{SuiteGateway, SuitePolicy, SuiteAudit, SuiteTLS, SuiteSinglePort, SuiteVC, SuiteBroker, SuiteSoak}
 
 // ErrUnknownSuite is returned for a suite name RunSuite does not run.
 var ErrUnknownSuite = errors.New("unknown suite")
@@ -80,7 +82,10 @@ type variant struct {
 	// issue's minimum for that ratio (0: reported, not checked).
 	versus string
 	target float64
-	probe  probeWant
+	// cpuTarget is the maximum for the CPU-per-MB ratio over
+	// versus (0: reported, not checked).
+	cpuTarget float64
+	probe     probeWant
 	// tls, if set, makes the bench listener TLS with these PEM files, and
 	// clientTLS is what the variant's clients dial it with (the TLS suite).
 	tls       *configs.ListenerTLS
@@ -91,6 +96,9 @@ type variant struct {
 	// singlePort makes the bench listener "brokers: single-port": the
 	// whole cluster as one virtual node, requests split and merged.
 	singlePort bool
+	// vcPrefix puts the bench listener's clients in a virtual cluster
+	// with this upstream prefix (suite_vc.go).
+	vcPrefix string
 }
 
 type probeWant int
@@ -127,8 +135,10 @@ func suiteVariants(s Suite) ([]variant, error) {
 			{name: "single-port", desc: "brokers: single-port (one port; requests decoded, split by leader, answers merged)",
 				metrics: true, versus: "port-per-broker", target: 0.8, singlePort: true},
 		}, nil
+	case SuiteVC:
+		return vcVariants(), nil
 	}
-	return nil, fmt.Errorf("%w %q for RunSuite (want %s, %s or %s)", ErrUnknownSuite, s, SuitePolicy, SuiteAudit, SuiteSinglePort)
+	return nil, fmt.Errorf("%w %q for RunSuite (want %s, %s, %s or %s)", ErrUnknownSuite, s, SuitePolicy, SuiteAudit, SuiteSinglePort, SuiteVC)
 }
 
 // metricsVersus is the ratio that answers "metrics overhead": audit off
@@ -230,6 +240,9 @@ func (v variant) configYAML(upstreams []string, auditFile string) string {
 			fmt.Fprintf(&b, "    %s\n", r)
 		}
 	}
+	if v.vcPrefix != "" {
+		fmt.Fprintf(&b, "virtual_clusters:\n  - {name: %s, match: {listener: bench}, prefix: %q}\n", vcName, v.vcPrefix)
+	}
 	if v.audit != "" {
 		fmt.Fprintf(&b, "audit:\n  level: %s\n", v.audit)
 		if v.audit != configs.AuditOff {
@@ -248,8 +261,12 @@ func RunSuite(ctx context.Context, suite Suite, opts Options) (*SuiteReport, err
 	if err != nil {
 		return nil, err
 	}
-	profiled := map[Suite]string{SuitePolicy: "topic-100", SuiteAudit: "full", SuiteSinglePort: "single-port"}[suite]
-	return runSuite(ctx, suiteRun{suite: suite, variants: vs, profiled: profiled}, opts)
+	profiled := map[Suite]string{SuitePolicy: "topic-100", SuiteAudit: "full", SuiteSinglePort: "single-port", SuiteVC: "vcluster"}[suite]
+	sr := suiteRun{suite: suite, variants: vs, profiled: profiled}
+	if suite == SuiteVC {
+		sr.started = vcInForce
+	}
+	return runSuite(ctx, sr, opts)
 }
 
 // suiteRun is what distinguishes one overhead suite from another for
@@ -308,6 +325,14 @@ func runSuite(ctx context.Context, sr suiteRun, opts Options) (*SuiteReport, err
 	}
 	defer cluster.Close()
 	b := &bencher{opts: opts, upstreams: cluster.ListenAddrs()}
+	for _, v := range vs {
+		if v.vcPrefix != "" {
+			b.consumePrefixes = append(b.consumePrefixes, v.vcPrefix)
+		}
+	}
+	if len(b.consumePrefixes) > 0 {
+		b.consumePrefixes = append([]string{""}, b.consumePrefixes...)
+	}
 	admin, err := kgo.NewClient(kgo.SeedBrokers(b.upstreams...))
 	if err != nil {
 		return nil, fmt.Errorf("admin client: %w", err)
@@ -439,7 +464,7 @@ func (b *bencher) startVariant(v variant, dir string, profile bool) (*variantEnv
 	}
 	ve.info = VariantInfo{Name: v.name, Desc: v.desc, ConfigFile: file, Rules: len(cfg.Policy.Rules),
 		Audit: cfg.Audit.Level, Metrics: v.metrics}
-	e := &pathEnv{path: Gateway, variant: v.name, tls: v.clientTLS, sni: v.sni}
+	e := &pathEnv{path: Gateway, variant: v.name, tls: v.clientTLS, sni: v.sni, topicPrefix: v.vcPrefix}
 	var info childInfo
 	if b.opts.Command == nil {
 		log := slog.New(slog.NewTextHandler(b.opts.ChildStderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("variant", v.name)

@@ -89,6 +89,9 @@ func (r *SuiteReport) summarize(vs []variant) {
 		for _, v := range vs {
 			if v.versus != "" {
 				r.addRatio(w.Name, v.name, v.versus, v.target, "throughput "+v.name+"/"+v.versus)
+				if v.cpuTarget > 0 {
+					r.addCPUTarget(w.Name, v.name, v.versus, v.cpuTarget)
+				}
 			}
 		}
 		if r.Suite == SuiteAudit {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -227,13 +228,26 @@ func (j *consumeJob) stop() *Latency {
 	return nil
 }
 
-// preloadConsume writes the consume topic once, directly to kfake.
+// preloadConsume writes the consume topic once, directly to kfake. With
+// consume prefixes (the vc suite) it writes one copy under each, record
+// by record to the same partition, so every copy has the same end
+// offsets.
 func (b *bencher) preloadConsume(ctx context.Context) error {
-	if err := b.createTopic(ctx, consumeTopic, b.opts.Partitions); err != nil {
-		return err
+	prefixes := b.consumePrefixes
+	if len(prefixes) == 0 {
+		prefixes = []string{""}
+	}
+	for _, p := range prefixes {
+		if err := b.createTopic(ctx, p+consumeTopic, b.opts.Partitions); err != nil {
+			return err
+		}
 	}
 	w := workload{size: 1024}
-	cl, err := kgo.NewClient(append(producerOpts(w, consumeTopic), kgo.SeedBrokers(b.upstreams...))...)
+	opts := append(producerOpts(w, consumeTopic), kgo.SeedBrokers(b.upstreams...))
+	if len(prefixes) > 1 {
+		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return fmt.Errorf("preload client: %w", err)
 	}
@@ -241,12 +255,18 @@ func (b *bencher) preloadConsume(ctx context.Context) error {
 	val := payload(w.size)
 	var failed atomic.Int64
 	var firstErr atomic.Value
-	for range b.opts.ConsumeBytes / int64(w.size) {
-		cl.Produce(ctx, &kgo.Record{Value: val}, func(_ *kgo.Record, err error) {
-			if err != nil && failed.Add(1) == 1 {
-				firstErr.Store(err)
+	for i := range b.opts.ConsumeBytes / int64(w.size) {
+		for _, p := range prefixes {
+			r := &kgo.Record{Topic: p + consumeTopic, Value: val}
+			if len(prefixes) > 1 {
+				r.Partition = int32(i % int64(b.opts.Partitions))
 			}
-		})
+			cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+				if err != nil && failed.Add(1) == 1 {
+					firstErr.Store(err)
+				}
+			})
+		}
 	}
 	if err := cl.Flush(ctx); err != nil {
 		return fmt.Errorf("preload %s: %w", consumeTopic, err)
@@ -254,15 +274,22 @@ func (b *bencher) preloadConsume(ctx context.Context) error {
 	if n := failed.Load(); n > 0 {
 		return fmt.Errorf("preload %s: %d records failed, first: %v", consumeTopic, n, firstErr.Load())
 	}
-	ends, err := b.admin.ListEndOffsets(ctx, consumeTopic)
-	if err == nil {
-		err = ends.Error()
+	for i, p := range prefixes {
+		ends, err := b.admin.ListEndOffsets(ctx, p+consumeTopic)
+		if err == nil {
+			err = ends.Error()
+		}
+		if err != nil {
+			return fmt.Errorf("preload %s: end offsets: %w", p+consumeTopic, err)
+		}
+		got := make(map[int32]int64)
+		ends.Each(func(o kadm.ListedOffset) { got[o.Partition] = o.Offset })
+		if i == 0 {
+			b.consumeEnd = got
+		} else if !maps.Equal(got, b.consumeEnd) {
+			return fmt.Errorf("preload: %s ends at %v, %s at %v", p+consumeTopic, got, prefixes[0]+consumeTopic, b.consumeEnd)
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("preload %s: end offsets: %w", consumeTopic, err)
-	}
-	b.consumeEnd = make(map[int32]int64)
-	ends.Each(func(o kadm.ListedOffset) { b.consumeEnd[o.Partition] = o.Offset })
 	return nil
 }
 

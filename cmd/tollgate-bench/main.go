@@ -3,7 +3,7 @@
 // benchmark clients (see README "Performance" and package bench).
 //
 //	go run ./cmd/tollgate-bench --rounds 3                  # gateway vs relay vs direct
-//	go run ./cmd/tollgate-bench --suite policy|audit|tls|single-port    # tollgate against itself
+//	go run ./cmd/tollgate-bench --suite policy|audit|tls|single-port|vc # tollgate against itself
 //	go build -o /tmp/tollgate ./cmd/tollgate
 //	go run ./cmd/tollgate-bench --suite broker --tollgate /tmp/tollgate
 //	go run ./cmd/tollgate-bench --suite soak --duration 2m   # RSS and goroutines under churn
@@ -68,7 +68,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		inProcess  = fs.Bool("in-process", false, "run relay and gateway in this process (no CPU or RSS figures)")
 		check      = fs.Bool("check", false, "exit 3 if a target of the issue is missed")
 		quiet      = fs.Bool("quiet", false, "no per-run progress on stderr")
-		suite      = fs.String("suite", string(bench.SuiteGateway), "gateway | policy | audit | tls | single-port | broker | soak | faults | share")
+		suite      = fs.String("suite", string(bench.SuiteGateway), "gateway | policy | audit | tls | single-port | vc | broker | soak | faults | share")
 		workDir    = fs.String("work-dir", "", "policy/audit/tls: keep each variant's config file, audit sink and certificates here (default: a temporary directory, removed)")
 
 		tollgateBin    = fs.String("tollgate", "", "broker: the tollgate binary to measure (default: tollgate beside this command, else on $PATH)")
@@ -91,7 +91,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		faultHole   = fs.Duration("fault-blackhole-for", 10*time.Second, "faults: how long net-blackhole drops every packet each cycle")
 	)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: tollgate-bench [--suite gateway|policy|audit|tls|single-port|broker|soak|faults|share] [flags]\n\nworkloads: "+strings.Join(bench.WorkloadNames(), ", ")+
+		fmt.Fprintln(stderr, "usage: tollgate-bench [--suite gateway|policy|audit|tls|single-port|vc|broker|soak|faults|share] [flags]\n\nworkloads: "+strings.Join(bench.WorkloadNames(), ", ")+
 			"\n(policy, audit and tls default to "+strings.Join(bench.SuiteWorkloads, ",")+")\n\nflags:")
 		fs.PrintDefaults()
 	}
@@ -198,7 +198,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	switch s := bench.Suite(*suite); s {
 	case bench.SuiteGateway:
 		rep, err = bench.Run(ctx, opts)
-	case bench.SuitePolicy, bench.SuiteAudit, bench.SuiteSinglePort:
+	case bench.SuitePolicy, bench.SuiteAudit, bench.SuiteSinglePort, bench.SuiteVC:
 		rep, err = bench.RunSuite(ctx, s, opts)
 	case bench.SuiteTLS:
 		rep, err = bench.RunTLSSuite(ctx, opts)
@@ -208,7 +208,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		rep, err = bench.RunSoak(ctx, opts)
 	default:
-		fmt.Fprintf(stderr, "tollgate-bench: unknown suite %q (want gateway, policy, audit, tls, single-port, broker, soak, faults or share)\n", *suite)
+		fmt.Fprintf(stderr, "tollgate-bench: unknown suite %q (want gateway, policy, audit, tls, single-port, vc, broker, soak, faults or share)\n", *suite)
 		return 2
 	}
 	if err != nil {
