@@ -91,6 +91,9 @@ type variant struct {
 	// singlePort makes the bench listener "brokers: single-port": the
 	// whole cluster as one virtual node, requests split and merged.
 	singlePort bool
+	// relay, if set, is the haproxy binary of the TLS suite's reference
+	// (tls_relay.go): no gateway, a TLS-terminating relay with tls's files.
+	relay string
 }
 
 type probeWant int
@@ -425,6 +428,9 @@ func (b *bencher) startVariant(v variant, dir string, profile bool) (*variantEnv
 	vdir := filepath.Join(dir, v.name)
 	if err := os.MkdirAll(vdir, 0o755); err != nil {
 		return nil, fmt.Errorf("variant directory: %w", err)
+	}
+	if v.relay != "" {
+		return b.startHAProxy(v, vdir)
 	}
 	ve := &variantEnv{v: v, auditFile: filepath.Join(vdir, "audit.log")}
 	file := filepath.Join(vdir, "tollgate.yaml")
