@@ -31,6 +31,12 @@ deps:
 	  echo "installing tinyproxy dante-server"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq tinyproxy dante-server; }
+	@# the TLS bench suite's smoke test runs haproxy as its reference
+	@# TLS-terminating relay (skipped with a message when missing)
+	@command -v haproxy >/dev/null 2>&1 || { \
+	  echo "installing haproxy"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq haproxy; }
 	@# the network-namespace test (root only) firewalls its namespace with
 	@# nftables, and builds it with ip (iproute2)
 	@{ command -v nft && command -v ip; } >/dev/null 2>&1 || { \

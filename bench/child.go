@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"runtime/pprof"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tollgate-kafka/tollgate/configs"
@@ -180,6 +181,10 @@ type child struct {
 	// exit is the child's last line (--config children only), valid once
 	// done has delivered.
 	exit childExit
+	// signal, if set, is how stop asks the process to exit (a program
+	// that is not this one: the TLS suite's haproxy); otherwise stop
+	// closes stdin.
+	signal os.Signal
 }
 
 // spawnChild starts the child for role and waits for its info line.
@@ -254,8 +259,17 @@ func (c *child) usage() (procUsage, error) { return readProc(c.cmd.Process.Pid) 
 // profile), and kills it if it has not exited within 15 s.
 func (c *child) stop() error {
 	c.stdin.Close()
+	if c.signal != nil {
+		c.cmd.Process.Signal(c.signal)
+	}
 	select {
 	case err := <-c.done:
+		var ee *exec.ExitError
+		if c.signal != nil && errors.As(err, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == c.signal {
+				err = nil // stopped as asked
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("%s child: %w", c.info.Role, err)
 		}

@@ -99,6 +99,9 @@ type variant struct {
 	// vcPrefix puts the bench listener's clients in a virtual cluster
 	// with this upstream prefix (suite_vc.go).
 	vcPrefix string
+	// relay, if set, is the haproxy binary of the TLS suite's reference
+	// (tls_relay.go): no gateway, a TLS-terminating relay with tls's files.
+	relay string
 }
 
 type probeWant int
@@ -450,6 +453,9 @@ func (b *bencher) startVariant(v variant, dir string, profile bool) (*variantEnv
 	vdir := filepath.Join(dir, v.name)
 	if err := os.MkdirAll(vdir, 0o755); err != nil {
 		return nil, fmt.Errorf("variant directory: %w", err)
+	}
+	if v.relay != "" {
+		return b.startHAProxy(v, vdir)
 	}
 	ve := &variantEnv{v: v, auditFile: filepath.Join(vdir, "audit.log")}
 	file := filepath.Join(vdir, "tollgate.yaml")

@@ -104,6 +104,9 @@ type TLSInfo struct {
 	// ClientTLSConns is how many connections the benchmark clients of the
 	// TLS variant opened, every one after a completed handshake.
 	ClientTLSConns int64 `json:"client_tls_conns"`
+	// Reference is the haproxy variant's description, or why it was
+	// skipped.
+	Reference string `json:"reference"`
 
 	Dialers    int           `json:"dialers"`
 	ConnRuns   []ConnRun     `json:"conn_runs"`
@@ -161,15 +164,25 @@ type ConnRatio struct {
 func RunTLSSuite(ctx context.Context, opts Options) (*TLSReport, error) {
 	out := &TLSReport{TLS: TLSInfo{KeyType: tlsKeyType, Dialers: handshakeDialers}}
 	var clientTLS *tls.Config
+	vs := []variant{
+		{name: tlsPlain, desc: "plaintext bench listener", metrics: true},
+		{name: tlsVariant, desc: "TLS bench listener (" + tlsKeyType + " certificate, TLS 1.2 minimum, Go's default suites)",
+			metrics: true, versus: tlsPlain},
+		{name: tlsSNI, desc: "the TLS listener with brokers: sni (one port, the broker picked by the TLS server name)",
+			metrics: true, versus: tlsVariant, target: 0.95, sni: true},
+	}
+	if hv, skipped := haproxyVariant(); skipped == "" {
+		vs = append(vs, hv)
+		out.TLS.Reference = hv.desc
+	} else {
+		out.TLS.Reference = skipped
+		if opts.Progress != nil {
+			fmt.Fprintln(opts.Progress, skipped)
+		}
+	}
 	sr := suiteRun{
-		suite: SuiteTLS,
-		variants: []variant{
-			{name: tlsPlain, desc: "plaintext bench listener", metrics: true},
-			{name: tlsVariant, desc: "TLS bench listener (" + tlsKeyType + " certificate, TLS 1.2 minimum, Go's default suites)",
-				metrics: true, versus: tlsPlain},
-			{name: tlsSNI, desc: "the TLS listener with brokers: sni (one port, the broker picked by the TLS server name)",
-				metrics: true, versus: tlsVariant, target: 0.95, sni: true},
-		},
+		suite:    SuiteTLS,
+		variants: vs,
 		profiled: tlsVariant,
 		prepare: func(dir string, vs []variant) error {
 			pki, err := writePKI(filepath.Join(dir, "tls"))
@@ -179,7 +192,7 @@ func RunTLSSuite(ctx context.Context, opts Options) (*TLSReport, error) {
 			out.TLS.CAFile = pki.caFile
 			clientTLS = &tls.Config{RootCAs: pki.pool, MinVersion: tls.VersionTLS12}
 			for i := range vs {
-				if vs[i].name == tlsVariant || vs[i].name == tlsSNI {
+				if vs[i].name == tlsVariant || vs[i].name == tlsSNI || vs[i].name == tlsHAProxy {
 					vs[i].tls = &configs.ListenerTLS{Cert: pki.certFile, Key: pki.keyFile}
 					vs[i].clientTLS = clientTLS
 				}
@@ -190,7 +203,10 @@ func RunTLSSuite(ctx context.Context, opts Options) (*TLSReport, error) {
 			if err := checkTLSInForce(ctx, vars[tlsPlain], vars[tlsVariant], clientTLS, &out.TLS, rep); err != nil {
 				return err
 			}
-			return checkSNI(ctx, vars[tlsSNI], clientTLS, rep)
+			if err := checkSNI(ctx, vars[tlsSNI], clientTLS, rep); err != nil {
+				return err
+			}
+			return checkHAProxy(ctx, vars[tlsHAProxy], rep)
 		},
 		measured: func(ctx context.Context, vars map[string]*variantEnv, rep *SuiteReport) error {
 			out.TLS.ClientTLSConns = vars[tlsVariant].env.tlsConns.Load()
@@ -206,7 +222,43 @@ func RunTLSSuite(ctx context.Context, opts Options) (*TLSReport, error) {
 	}
 	out.SuiteReport = rep
 	out.TLS.summarize()
+	rep.addTLSTargets(vs)
 	return out, nil
+}
+
+// TLS throughput targets of issue 22: TLS / plaintext at least 0.8 for
+// consume and 0.9 for produce, and the gateway's TLS ahead of the haproxy
+// reference (tls / haproxy-tls >= 1).
+const (
+	tlsConsumeTarget = 0.8
+	tlsProduceTarget = 0.9
+	tlsRefTarget     = 1.0
+)
+
+// addTLSTargets adds the targets above (and the tls / haproxy-tls ratio)
+// to a TLS suite's report.
+func (r *SuiteReport) addTLSTargets(vs []variant) {
+	ref := false
+	for _, v := range vs {
+		ref = ref || v.name == tlsHAProxy
+	}
+	for _, w := range r.Workloads {
+		goal := tlsProduceTarget
+		if w.Name == "consume" {
+			goal = tlsConsumeTarget
+		}
+		for _, c := range r.Ratios {
+			if c.Workload == w.Name && c.Variant == tlsVariant && c.Versus == tlsPlain {
+				r.Targets = append(r.Targets, Target{
+					Name: "throughput " + tlsVariant + "/" + tlsPlain + ": " + w.Name, Goal: fmt.Sprintf(">= %.2f", goal),
+					Value: fmt.Sprintf("%.3f", c.Throughput), Pass: c.Throughput >= goal,
+				})
+			}
+		}
+		if ref {
+			r.addRatio(w.Name, tlsVariant, tlsHAProxy, tlsRefTarget, "throughput "+tlsVariant+"/"+tlsHAProxy)
+		}
+	}
 }
 
 // pki is the CA and server certificate the TLS suite writes.
@@ -734,6 +786,7 @@ func (r *TLSReport) WriteTable(w io.Writer) error {
 	fmt.Fprintf(&b, "\nTLS: %s server certificate from a CA made for this run (%s); negotiated %s, %s, %s;\n",
 		t.KeyType, t.CAFile, t.Version, t.Cipher, t.Group)
 	fmt.Fprintf(&b, "the %s variant's benchmark clients opened %d connection(s), each after a verified handshake.\n", tlsVariant, t.ClientTLSConns)
+	fmt.Fprintf(&b, "reference: %s\n", t.Reference)
 	fmt.Fprintf(&b, "\nnew connections: %d dialers; each connection is TCP connect, (tls loops) a full handshake without resumption, one ApiVersions v3 round trip, close;\n", t.Dialers)
 	fmt.Fprintf(&b, "%s: Go's client defaults; %s: the client offers only X25519. %.1fs measured after %.1fs per run; medians across rounds;\n",
 		loopTLS, loopX25519, r.DurationSec, r.WarmupSec)

@@ -225,7 +225,16 @@ func TestTLSSuiteSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSuiteRuns(t, rep.SuiteReport, true)
+	ref := false
 	for _, v := range rep.Variants {
+		if v.Name == tlsHAProxy {
+			// The reference relay: no gateway configuration or counters.
+			ref = true
+			if !v.ProbeOK || !strings.Contains(v.Probe, "chain verified") {
+				t.Errorf("%s: probe %q ok %v", v.Name, v.Probe, v.ProbeOK)
+			}
+			continue
+		}
 		cfg, err := configs.Load(v.ConfigFile)
 		if err != nil {
 			t.Fatalf("%s: %v", v.Name, err)
@@ -272,8 +281,18 @@ func TestTLSSuiteSmoke(t *testing.T) {
 	if len(ti.ConnSumm) != 3 || len(ti.ConnRatios) != 2 {
 		t.Errorf("summary %+v, ratios %+v", ti.ConnSumm, ti.ConnRatios)
 	}
-	// tls / plaintext and tls-sni / tls for each workload.
-	if len(rep.Ratios) != 2*len(rep.Workloads) {
+	// tls / plaintext and tls-sni / tls for each workload, and with the
+	// reference haproxy-tls / plaintext and tls / haproxy-tls.
+	want := 2
+	if ref {
+		want = 4
+	} else {
+		t.Logf("no reference relay: %s", ti.Reference)
+		if !strings.Contains(ti.Reference, "skipped") {
+			t.Errorf("reference %q: neither run nor said to be skipped", ti.Reference)
+		}
+	}
+	if len(rep.Ratios) != want*len(rep.Workloads) {
 		t.Errorf("%d throughput ratios for %d workloads", len(rep.Ratios), len(rep.Workloads))
 	}
 	var table, js bytes.Buffer
@@ -291,14 +310,20 @@ func TestTLSSuiteSmoke(t *testing.T) {
 	if !strings.Contains(js.String(), `"conns_per_cpu_sec"`) || !strings.Contains(js.String(), `"suite": "tls"`) {
 		t.Errorf("JSON lacks the TLS or the suite fields:\n%s", js.String())
 	}
-	// The one target is SNI's >= 0.95 of TLS per workload; whether a
-	// 1-second smoke window meets it is noise, so only its presence is
-	// checked.
-	if len(rep.Targets) != len(rep.Workloads) {
-		t.Errorf("targets %+v, want the SNI one per workload", rep.Targets)
+	// The targets are SNI's >= 0.95 of TLS, TLS's share of plaintext
+	// (issue 22) and, with the reference, TLS over haproxy, per workload;
+	// whether a 1-second smoke window meets them is noise, so only their
+	// presence is checked.
+	perWorkload := 2
+	if ref {
+		perWorkload = 3
+	}
+	if len(rep.Targets) != perWorkload*len(rep.Workloads) {
+		t.Errorf("targets %+v, want %d per workload", rep.Targets, perWorkload)
 	}
 	for _, tg := range rep.Targets {
-		if !strings.Contains(tg.Name, tlsSNI+"/"+tlsVariant) {
+		if !strings.Contains(tg.Name, tlsSNI+"/"+tlsVariant) && !strings.Contains(tg.Name, tlsVariant+"/"+tlsPlain) &&
+			!strings.Contains(tg.Name, tlsVariant+"/"+tlsHAProxy) {
 			t.Errorf("unexpected target %+v", tg)
 		}
 	}

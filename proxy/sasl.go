@@ -219,7 +219,12 @@ func (s *session) writeRaw(body []byte) error {
 // within the frame timeout, and takes the principal from a verified
 // client certificate.
 func (s *session) handshakeTLS() error {
-	tc, route := s.l.tlsServer(s.client)
+	var route *sniConn
+	tc := newTLSClient(s.client, func(c net.Conn) *tls.Conn {
+		t, r := s.l.tlsServer(c)
+		route = r
+		return t
+	})
 	tc.SetDeadline(time.Now().Add(s.srv.opts.FrameTimeout))
 	if err := tc.Handshake(); err != nil {
 		if route != nil && route.refused != "" {

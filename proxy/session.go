@@ -665,11 +665,23 @@ func (s *session) forward(buf []byte, size int) error {
 	}
 	s.cr.Discard(n)
 	rest := int64(total - n)
+	tc, _ := s.client.(*tlsClient)
 	// The buffer is empty now, so the rest can come from the socket itself.
 	for rest > 0 {
 		s.client.SetReadDeadline(time.Now().Add(s.srv.opts.FrameTimeout))
 		chunk := min(rest, 1<<20)
-		w, err := io.CopyN(s.up, s.client, chunk)
+		var (
+			w   int64
+			err error
+		)
+		if tc != nil {
+			w, err = tc.copyTo(s.up, chunk) // tls_client.go: a write per 256 KiB, not per record
+		} else {
+			w, err = io.CopyN(s.up, s.client, chunk)
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			err = io.EOF
+		}
 		rest -= w
 		if err != nil {
 			if w < chunk && (errors.Is(err, io.EOF) || errors.Is(err, os.ErrDeadlineExceeded)) {

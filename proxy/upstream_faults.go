@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"net"
 	"time"
@@ -55,8 +54,13 @@ func (s *Server) dialUpstreamRetrying(ctx context.Context, node int32, stop <-ch
 
 // resetConn makes Close send a TCP reset (SO_LINGER 0) instead of a FIN.
 func resetConn(c net.Conn) {
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn()
+	// Through the TLS layers (tlsClient, tls.Conn, batchConn).
+	for {
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = u.NetConn()
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0)
