@@ -43,6 +43,44 @@ type batchConn struct {
 	mu    sync.Mutex
 	open  bool
 	batch *[]byte
+
+	// rbuf holds bytes read from the socket that tls.Conn has not asked
+	// for yet, rbuf[roff:rend]; nil when there are none. Only tls.Conn
+	// reads (its handshake and in locks serialise the calls), so the
+	// fields need no lock.
+	rbuf       *[]byte
+	roff, rend int
+}
+
+// Read hands out buffered bytes first; with none, it reads what the
+// socket has (up to tlsCopyBuf) and keeps what p cannot take. A read
+// into p directly would cost a system call per TLS record.
+func (b *batchConn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if b.rbuf == nil {
+		if len(p) >= tlsCopyBuf {
+			return b.Conn.Read(p)
+		}
+		buf := tlsCopyPool.Get().(*[]byte)
+		n, err := b.Conn.Read(*buf)
+		if n <= len(p) {
+			copy(p, (*buf)[:n])
+			tlsCopyPool.Put(buf)
+			return n, err
+		}
+		// More than p takes: keep the rest. An error that came with the
+		// bytes comes again from the next socket read.
+		b.rbuf, b.roff, b.rend = buf, 0, n
+	}
+	n := copy(p, (*b.rbuf)[b.roff:b.rend])
+	b.roff += n
+	if b.roff == b.rend {
+		tlsCopyPool.Put(b.rbuf)
+		b.rbuf = nil
+	}
+	return n, nil
 }
 
 func (b *batchConn) Write(p []byte) (int, error) {
