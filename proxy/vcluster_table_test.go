@@ -703,3 +703,49 @@ func flattenVC(v reflect.Value, path string) []string {
 	}
 	return []string{fmt.Sprintf("%s=%v", path, v.Interface())}
 }
+
+// BenchmarkVCTableRow: a row's rewrite as the stage and the write side
+// run it (decode, rewrite, encode) for a request and an answer built by
+// the table test's filler.
+func BenchmarkVCTableRow(b *testing.B) {
+	for _, c := range []struct {
+		key, version int16
+		answer       bool
+	}{
+		{apis.OffsetCommit, 9, false},
+		{apis.Metadata, 12, true},
+		{apis.ConsumerGroupDescribe, 1, true},
+	} {
+		b.Run(fmt.Sprintf("%s/v%d/answer=%v", kmsg.NameForKey(c.key), c.version, c.answer), func(b *testing.B) {
+			n := vcRowNames()
+			var m vcCodec = kmsg.RequestForKey(c.key)
+			if c.answer {
+				m = kmsg.ResponseForKey(c.key)
+			}
+			m.SetVersion(c.version)
+			(&vcFiller{resp: c.answer, ids: n.ids}).fill(reflect.ValueOf(m).Elem(), "", true)
+			body := m.AppendTo(nil)
+			e := vcTable[c.key]
+			b.ReportAllocs()
+			for b.Loop() {
+				if c.answer {
+					p := kmsg.ResponseForKey(c.key)
+					p.SetVersion(c.version)
+					if err := p.ReadFrom(body); err != nil {
+						b.Fatal(err)
+					}
+					e.resp(n, p)
+					p.AppendTo(nil)
+				} else {
+					q := kmsg.RequestForKey(c.key)
+					q.SetVersion(c.version)
+					if err := q.ReadFrom(body); err != nil {
+						b.Fatal(err)
+					}
+					e.req(n, q)
+					q.AppendTo(nil)
+				}
+			}
+		})
+	}
+}
