@@ -357,7 +357,12 @@ var vcTable = map[int16]*vcEntry{
 	}, func(w *vcRewrite, p *kmsg.ProduceResponse) {
 		each(p.Topics, func(t *kmsg.ProduceResponseTopic) {
 			w.topicOrID(p.Version >= 13, &t.Topic, &t.TopicID)
-			each(t.Partitions, func(x *kmsg.ProduceResponseTopicPartition) { w.msg(x.ErrorMessage) })
+			each(t.Partitions, func(x *kmsg.ProduceResponseTopicPartition) {
+				w.msg(x.ErrorMessage)
+				// A record's error names its partition (Kafka's
+				// LogValidator: "... in topic partition team-a.x-0").
+				each(x.ErrorRecords, func(e *kmsg.ProduceResponseTopicPartitionErrorRecord) { w.msg(e.ErrorMessage) })
+			})
 		})
 	}),
 	apis.Fetch: row(func(w *vcRewrite, q *kmsg.FetchRequest) {

@@ -101,8 +101,9 @@ const vcTestPrefix = "team-a."
 
 var vcRowSpecs = map[int16]vcRowSpec{
 	apis.Produce: {
-		req:  map[string]vcKind{"TransactionID": vcTxn, "Topics.Topic": vcTopic, "Topics.TopicID": vcID},
-		resp: map[string]vcKind{"Topics.Topic": vcDown, "Topics.TopicID": vcID, "Topics.Partitions.ErrorMessage": vcMsg},
+		req: map[string]vcKind{"TransactionID": vcTxn, "Topics.Topic": vcTopic, "Topics.TopicID": vcID},
+		resp: map[string]vcKind{"Topics.Topic": vcDown, "Topics.TopicID": vcID, "Topics.Partitions.ErrorMessage": vcMsg,
+			"Topics.Partitions.ErrorRecords.ErrorMessage": vcMsg},
 	},
 	apis.Fetch: {
 		req: map[string]vcKind{"Topics.Topic": vcTopic, "Topics.TopicID": vcID,
