@@ -211,61 +211,23 @@ func movedCode(c int16) bool {
 }
 
 func (t *tunnel) routeConsumerGroupDescribe(r *kmsg.ConsumerGroupDescribeRequest, rep reply) error {
-	by, failed := splitByCoordinatorKind(t, groupKey, r.Groups, func(g *string) string { return *g })
-	parts := map[int32]kmsg.Request{}
-	for n, gs := range by {
-		c := *r
-		c.Groups = gs
-		parts[n] = &c
-	}
-	return t.scatterOrAnswer(parts, rep, func(m map[int32]kmsg.Response) (kmsg.Response, error) {
-		out := r.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
-		failed := append(failed, unreachedIDs(t, groupKey, by, m, func(g *string) string { return *g })...)
-		for _, n := range sortedNodes(m) {
-			x := m[n].(*kmsg.ConsumerGroupDescribeResponse)
-			out.ThrottleMillis = max(out.ThrottleMillis, x.ThrottleMillis)
-			for _, g := range x.Groups {
-				if movedCode(g.ErrorCode) {
-					t.view.invalidate(false, &coordKey{groupKey, g.Group})
-				}
-			}
-			out.Groups = append(out.Groups, x.Groups...)
-		}
-		for _, g := range failed {
-			rg := kmsg.NewConsumerGroupDescribeResponseGroup()
-			rg.Group, rg.ErrorCode = g, kerr.CoordinatorNotAvailable.Code
-			out.Groups = append(out.Groups, rg)
-		}
-		return out, nil
-	})
+	type group = kmsg.ConsumerGroupDescribeResponseGroup
+	return routeBatched(t, r, r.Groups, coordBatch[string, group]{
+		kind:    groupKey,
+		id:      stringID,
+		part:    func(gs []string) kmsg.Request { c := *r; c.Groups = gs; return &c },
+		entries: func(p kmsg.Response) *[]group { return &p.(*kmsg.ConsumerGroupDescribeResponse).Groups },
+		entry:   func(g *group) (*string, *int16) { return &g.Group, &g.ErrorCode },
+	}, rep)
 }
 
 func (t *tunnel) routeDescribeTransactions(r *kmsg.DescribeTransactionsRequest, rep reply) error {
-	by, failed := splitByCoordinatorKind(t, txnKey, r.TransactionalIDs, func(id *string) string { return *id })
-	parts := map[int32]kmsg.Request{}
-	for n, ids := range by {
-		c := *r
-		c.TransactionalIDs = ids
-		parts[n] = &c
-	}
-	return t.scatterOrAnswer(parts, rep, func(m map[int32]kmsg.Response) (kmsg.Response, error) {
-		out := r.ResponseKind().(*kmsg.DescribeTransactionsResponse)
-		failed := append(failed, unreachedIDs(t, txnKey, by, m, func(id *string) string { return *id })...)
-		for _, n := range sortedNodes(m) {
-			x := m[n].(*kmsg.DescribeTransactionsResponse)
-			out.ThrottleMillis = max(out.ThrottleMillis, x.ThrottleMillis)
-			for _, s := range x.TransactionStates {
-				if movedCode(s.ErrorCode) {
-					t.view.invalidate(false, &coordKey{txnKey, s.TransactionalID})
-				}
-			}
-			out.TransactionStates = append(out.TransactionStates, x.TransactionStates...)
-		}
-		for _, id := range failed {
-			s := kmsg.NewDescribeTransactionsResponseTransactionState()
-			s.TransactionalID, s.ErrorCode = id, kerr.CoordinatorNotAvailable.Code
-			out.TransactionStates = append(out.TransactionStates, s)
-		}
-		return out, nil
-	})
+	type state = kmsg.DescribeTransactionsResponseTransactionState
+	return routeBatched(t, r, r.TransactionalIDs, coordBatch[string, state]{
+		kind:    txnKey,
+		id:      stringID,
+		part:    func(ids []string) kmsg.Request { c := *r; c.TransactionalIDs = ids; return &c },
+		entries: func(p kmsg.Response) *[]state { return &p.(*kmsg.DescribeTransactionsResponse).TransactionStates },
+		entry:   func(s *state) (*string, *int16) { return &s.TransactionalID, &s.ErrorCode },
+	}, rep)
 }

@@ -87,6 +87,32 @@ var batchedKeys = []batchedKey{
 		}
 		return out
 	}},
+	{"ShareGroupDescribe", func(ids []string) kmsg.Request {
+		r := kmsg.NewPtrShareGroupDescribeRequest()
+		r.GroupIDs = ids
+		return r
+	}, func(resp kmsg.Response) map[string]int16 {
+		out := map[string]int16{}
+		for _, g := range resp.(*kmsg.ShareGroupDescribeResponse).Groups {
+			out[g.GroupID] = g.ErrorCode
+		}
+		return out
+	}},
+	{"DescribeShareGroupOffsets", func(ids []string) kmsg.Request {
+		r := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+		for _, id := range ids {
+			g := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+			g.GroupID = id
+			r.Groups = append(r.Groups, g)
+		}
+		return r
+	}, func(resp kmsg.Response) map[string]int16 {
+		out := map[string]int16{}
+		for _, g := range resp.(*kmsg.DescribeShareGroupOffsetsResponse).Groups {
+			out[g.GroupID] = g.ErrorCode
+		}
+		return out
+	}},
 }
 
 // askBatched sends k for ids to the virtual node and returns each id's

@@ -11,19 +11,13 @@ import (
 
 // Every batched coordinator key (DescribeGroups, DeleteGroups,
 // OffsetFetch v8+, ConsumerGroupDescribe, DescribeTransactions,
-// ShareGroupDescribe, DescribeShareGroupOffsets) is split the same way:
-// splitByCoordinatorKind looks the ids' coordinators up together (one
+// ShareGroupDescribe, DescribeShareGroupOffsets) is split the same way,
+// by routeBatched: splitByCoordinatorKind looks the ids' coordinators up together (one
 // upstream round trip for the uncached ones), scatterOrAnswer sends one
 // part per coordinator and tolerates parts that get no answer, and the
 // merge answers COORDINATOR_NOT_AVAILABLE (retriable) for every id that
 // was not found (failed) or whose coordinator did not answer
 // (unreachedIDs, which forgets that coordinator).
-
-// splitByCoordinator groups items by their group's coordinator. A group
-// whose coordinator cannot be found goes to failed.
-func splitByCoordinator[T any](t *tunnel, items []T, group func(*T) string) (by map[int32][]T, failed []T) {
-	return splitByCoordinatorKind(t, groupKey, items, group)
-}
 
 // splitByCoordinatorKind groups ids by their coordinator of kind (group
 // or transaction). An id whose coordinator cannot be found goes to failed
@@ -69,97 +63,95 @@ func unreachedIDs[T any](t *tunnel, kind int8, by map[int32][]T, m map[int32]kms
 	return out
 }
 
-func (t *tunnel) routeOffsetFetchGroups(r *kmsg.OffsetFetchRequest, rep reply) error {
-	by, failed := splitByCoordinator(t, r.Groups, func(g *kmsg.OffsetFetchRequestGroup) string { return g.Group })
+// coordBatch is one batched coordinator key for routeBatched: the
+// request's ids (I) and the answer's entries (E), one per id.
+type coordBatch[I, E any] struct {
+	kind    int8                               // groupKey or txnKey
+	id      func(*I) string                    // a request id
+	part    func([]I) kmsg.Request             // the request with only these ids
+	entries func(kmsg.Response) *[]E           // the answer's entries
+	entry   func(*E) (id *string, code *int16) // an entry's id and error code
+}
+
+// kmsgDefaulter is a kmsg struct type's pointer (Default sets the
+// fields' Kafka defaults, as the generated NewXxx does).
+type kmsgDefaulter[E any] interface {
+	*E
+	Default()
+}
+
+// routeBatched splits a batched coordinator request per coordinator
+// and merges the answers: the largest throttle, every coordinator's
+// entries (an entry saying its coordinator moved forgets it), and an
+// entry answered COORDINATOR_NOT_AVAILABLE for every id whose
+// coordinator was not found or did not answer.
+func routeBatched[I, E any, PE kmsgDefaulter[E]](t *tunnel, req kmsg.Request, ids []I, b coordBatch[I, E], rep reply) error {
+	by, failed := splitByCoordinatorKind(t, b.kind, ids, b.id)
 	parts := map[int32]kmsg.Request{}
-	for n, gs := range by {
-		c := *r
-		c.Groups = gs
-		parts[n] = &c
+	for n, part := range by {
+		parts[n] = b.part(part)
 	}
-	merge := func(m map[int32]kmsg.Response) (kmsg.Response, error) {
-		out := r.ResponseKind().(*kmsg.OffsetFetchResponse)
-		failed := append(failed, unreachedIDs(t, groupKey, by, m, func(g *kmsg.OffsetFetchRequestGroup) string { return g.Group })...)
-		for _, resp := range m {
-			x := resp.(*kmsg.OffsetFetchResponse)
-			out.ThrottleMillis = max(out.ThrottleMillis, x.ThrottleMillis)
-			out.Groups = append(out.Groups, x.Groups...)
-			for _, g := range x.Groups {
-				if movedCode(g.ErrorCode) {
-					t.view.invalidate(false, &coordKey{groupKey, g.Group})
+	return t.scatterOrAnswer(parts, rep, func(m map[int32]kmsg.Response) (kmsg.Response, error) {
+		out := req.ResponseKind()
+		all := b.entries(out)
+		failed := append(failed, unreachedIDs(t, b.kind, by, m, b.id)...)
+		var throttle int32
+		for _, n := range sortedNodes(m) {
+			ms, _ := m[n].(kmsg.ThrottleResponse).Throttle()
+			throttle = max(throttle, ms)
+			es := *b.entries(m[n])
+			for i := range es {
+				if id, code := b.entry(&es[i]); movedCode(*code) {
+					t.view.invalidate(false, &coordKey{b.kind, *id})
 				}
 			}
+			*all = append(*all, es...)
 		}
-		for _, g := range failed {
-			rg := kmsg.NewOffsetFetchResponseGroup()
-			rg.Group, rg.ErrorCode = g.Group, kerr.CoordinatorNotAvailable.Code
-			out.Groups = append(out.Groups, rg)
+		out.(kmsg.SetThrottleResponse).SetThrottle(throttle)
+		for i := range failed {
+			var e E
+			PE(&e).Default()
+			id, code := b.entry(&e)
+			*id, *code = b.id(&failed[i]), kerr.CoordinatorNotAvailable.Code
+			*all = append(*all, e)
 		}
 		return out, nil
-	}
-	return t.scatterOrAnswer(parts, rep, merge)
+	})
+}
+
+// stringID is coordBatch.id for a request whose ids are strings.
+func stringID(id *string) string { return *id }
+
+func (t *tunnel) routeOffsetFetchGroups(r *kmsg.OffsetFetchRequest, rep reply) error {
+	return routeBatched(t, r, r.Groups, coordBatch[kmsg.OffsetFetchRequestGroup, kmsg.OffsetFetchResponseGroup]{
+		kind:    groupKey,
+		id:      func(g *kmsg.OffsetFetchRequestGroup) string { return g.Group },
+		part:    func(gs []kmsg.OffsetFetchRequestGroup) kmsg.Request { c := *r; c.Groups = gs; return &c },
+		entries: func(p kmsg.Response) *[]kmsg.OffsetFetchResponseGroup { return &p.(*kmsg.OffsetFetchResponse).Groups },
+		entry:   func(g *kmsg.OffsetFetchResponseGroup) (*string, *int16) { return &g.Group, &g.ErrorCode },
+	}, rep)
 }
 
 func (t *tunnel) routeDescribeGroups(r *kmsg.DescribeGroupsRequest, rep reply) error {
-	by, failed := splitByCoordinator(t, r.Groups, func(g *string) string { return *g })
-	parts := map[int32]kmsg.Request{}
-	for n, gs := range by {
-		c := *r
-		c.Groups = gs
-		parts[n] = &c
-	}
-	merge := func(m map[int32]kmsg.Response) (kmsg.Response, error) {
-		out := r.ResponseKind().(*kmsg.DescribeGroupsResponse)
-		failed := append(failed, unreachedIDs(t, groupKey, by, m, func(g *string) string { return *g })...)
-		for _, resp := range m {
-			x := resp.(*kmsg.DescribeGroupsResponse)
-			out.ThrottleMillis = max(out.ThrottleMillis, x.ThrottleMillis)
-			out.Groups = append(out.Groups, x.Groups...)
-			for _, g := range x.Groups {
-				if movedCode(g.ErrorCode) {
-					t.view.invalidate(false, &coordKey{groupKey, g.Group})
-				}
-			}
-		}
-		for _, g := range failed {
-			rg := kmsg.NewDescribeGroupsResponseGroup()
-			rg.Group, rg.ErrorCode = g, kerr.CoordinatorNotAvailable.Code
-			out.Groups = append(out.Groups, rg)
-		}
-		return out, nil
-	}
-	return t.scatterOrAnswer(parts, rep, merge)
+	return routeBatched(t, r, r.Groups, coordBatch[string, kmsg.DescribeGroupsResponseGroup]{
+		kind: groupKey,
+		id:   stringID,
+		part: func(gs []string) kmsg.Request { c := *r; c.Groups = gs; return &c },
+		entries: func(p kmsg.Response) *[]kmsg.DescribeGroupsResponseGroup {
+			return &p.(*kmsg.DescribeGroupsResponse).Groups
+		},
+		entry: func(g *kmsg.DescribeGroupsResponseGroup) (*string, *int16) { return &g.Group, &g.ErrorCode },
+	}, rep)
 }
 
 func (t *tunnel) routeDeleteGroups(r *kmsg.DeleteGroupsRequest, rep reply) error {
-	by, failed := splitByCoordinator(t, r.Groups, func(g *string) string { return *g })
-	parts := map[int32]kmsg.Request{}
-	for n, gs := range by {
-		c := *r
-		c.Groups = gs
-		parts[n] = &c
-	}
-	merge := func(m map[int32]kmsg.Response) (kmsg.Response, error) {
-		out := r.ResponseKind().(*kmsg.DeleteGroupsResponse)
-		failed := append(failed, unreachedIDs(t, groupKey, by, m, func(g *string) string { return *g })...)
-		for _, resp := range m {
-			x := resp.(*kmsg.DeleteGroupsResponse)
-			out.ThrottleMillis = max(out.ThrottleMillis, x.ThrottleMillis)
-			out.Groups = append(out.Groups, x.Groups...)
-			for _, g := range x.Groups {
-				if movedCode(g.ErrorCode) {
-					t.view.invalidate(false, &coordKey{groupKey, g.Group})
-				}
-			}
-		}
-		for _, g := range failed {
-			rg := kmsg.NewDeleteGroupsResponseGroup()
-			rg.Group, rg.ErrorCode = g, kerr.CoordinatorNotAvailable.Code
-			out.Groups = append(out.Groups, rg)
-		}
-		return out, nil
-	}
-	return t.scatterOrAnswer(parts, rep, merge)
+	return routeBatched(t, r, r.Groups, coordBatch[string, kmsg.DeleteGroupsResponseGroup]{
+		kind:    groupKey,
+		id:      stringID,
+		part:    func(gs []string) kmsg.Request { c := *r; c.Groups = gs; return &c },
+		entries: func(p kmsg.Response) *[]kmsg.DeleteGroupsResponseGroup { return &p.(*kmsg.DeleteGroupsResponse).Groups },
+		entry:   func(g *kmsg.DeleteGroupsResponseGroup) (*string, *int16) { return &g.Group, &g.ErrorCode },
+	}, rep)
 }
 
 // routeFanOut sends ListGroups to every broker and merges the lists.

@@ -11,21 +11,26 @@ import (
 // the client retries after a Metadata refresh, not the client's
 // connection; any partition missing from the answer refreshes the view.
 
-// leaderRoute is one key's shape for routeByLeader: how to name a
-// request topic's partitions, build a part, and merge the answers.
-type leaderRoute[T, P any] struct {
+// leaderRoute is one key's shape for routeByLeader: a request topic
+// (T) and its partitions (P), an answer topic (RT) and its partitions
+// (RP).
+type leaderRoute[T, P, RT, RP any] struct {
 	name      func(*T) string
 	parts     func(*T) *[]P
 	partition func(*P) int32
 	part      func([]T) kmsg.Request // the request with only these topics
-	// merge joins the answers; fill adds NOT_LEADER_OR_FOLLOWER for a
-	// requested partition no answer lists, and reports whether any was
-	// missing or stale.
-	merge func(map[int32]kmsg.Response) kmsg.Response
-	fill  func(kmsg.Response, map[string][]int32) bool
+	// The answer: its topics, a topic's name and partitions, a
+	// partition's index and error code.
+	topics func(kmsg.Response) *[]RT
+	topic  func(*RT) (name *string, parts *[]RP)
+	code   func(*RP) (partition *int32, code *int16)
 }
 
-func routeByLeader[T, P any](t *tunnel, req kmsg.Request, topics []T, lr leaderRoute[T, P], rep reply) error {
+// routeByLeader splits a request by leader and joins the answers per
+// topic, with the largest throttle; a requested partition no answer
+// lists is answered NOT_LEADER_OR_FOLLOWER, and it or a stale code
+// refreshes the view.
+func routeByLeader[T, P, RT, RP any, PRT kmsgDefaulter[RT], PRP kmsgDefaulter[RP]](t *tunnel, req kmsg.Request, topics []T, lr leaderRoute[T, P, RT, RP], rep reply) error {
 	by, err := splitTopics(t, topics, lr.name, lr.parts, lr.partition)
 	if err != nil {
 		return err
@@ -44,9 +49,34 @@ func routeByLeader[T, P any](t *tunnel, req kmsg.Request, topics []T, lr leaderR
 			want[n] = append(want[n], lr.partition(&(*lr.parts(&topics[i]))[j]))
 		}
 	}
+	key := func(x *RT) string { name, _ := lr.topic(x); return *name }
+	ps := func(x *RT) *[]RP { _, p := lr.topic(x); return p }
+	code := func(p *RP) (int32, int16) { i, c := lr.code(p); return *i, *c }
+	notLeader := func(name string, gone []int32) RT {
+		var tp RT
+		PRT(&tp).Default()
+		n, tps := lr.topic(&tp)
+		*n = name
+		for _, p := range gone {
+			var rp RP
+			PRP(&rp).Default()
+			i, c := lr.code(&rp)
+			*i, *c = p, kerr.NotLeaderForPartition.Code
+			*tps = append(*tps, rp)
+		}
+		return tp
+	}
 	return t.scatterPartial(parts, rep, func(m map[int32]kmsg.Response) (kmsg.Response, error) {
-		out := lr.merge(m)
-		if lr.fill(out, want) {
+		out := req.ResponseKind()
+		all := lr.topics(out)
+		var throttle int32
+		for _, resp := range m {
+			ms, _ := resp.(kmsg.ThrottleResponse).Throttle()
+			throttle = max(throttle, ms)
+			*all = mergeTopics(*all, *lr.topics(resp), key, ps)
+		}
+		out.(kmsg.SetThrottleResponse).SetThrottle(throttle)
+		if fillMissing(all, want, key, ps, code, notLeader) {
 			t.view.invalidate(true, nil)
 		}
 		return out, nil
@@ -85,115 +115,55 @@ func fillMissing[T, P any](topics *[]T, want map[string][]int32, key func(*T) st
 }
 
 func (t *tunnel) routeListOffsets(r *kmsg.ListOffsetsRequest, rep reply) error {
-	type topic = kmsg.ListOffsetsResponseTopic
-	key := func(x *topic) string { return x.Topic }
-	ps := func(x *topic) *[]kmsg.ListOffsetsResponseTopicPartition { return &x.Partitions }
-	return routeByLeader(t, r, r.Topics, leaderRoute[kmsg.ListOffsetsRequestTopic, kmsg.ListOffsetsRequestTopicPartition]{
-		name:      func(x *kmsg.ListOffsetsRequestTopic) string { return x.Topic },
-		parts:     func(x *kmsg.ListOffsetsRequestTopic) *[]kmsg.ListOffsetsRequestTopicPartition { return &x.Partitions },
-		partition: func(p *kmsg.ListOffsetsRequestTopicPartition) int32 { return p.Partition },
-		part:      func(ts []kmsg.ListOffsetsRequestTopic) kmsg.Request { c := *r; c.Topics = ts; return &c },
-		merge: func(m map[int32]kmsg.Response) kmsg.Response {
-			out := r.ResponseKind().(*kmsg.ListOffsetsResponse)
-			for _, resp := range m {
-				x := resp.(*kmsg.ListOffsetsResponse)
-				out.ThrottleMillis = max(out.ThrottleMillis, x.ThrottleMillis)
-				out.Topics = mergeTopics(out.Topics, x.Topics, key, ps)
-			}
-			return out
-		},
-		fill: func(resp kmsg.Response, want map[string][]int32) bool {
-			out := resp.(*kmsg.ListOffsetsResponse)
-			return fillMissing(&out.Topics, want, key, ps,
-				func(p *kmsg.ListOffsetsResponseTopicPartition) (int32, int16) { return p.Partition, p.ErrorCode },
-				func(name string, gone []int32) topic {
-					tp := kmsg.NewListOffsetsResponseTopic()
-					tp.Topic = name
-					for _, p := range gone {
-						rp := kmsg.NewListOffsetsResponseTopicPartition()
-						rp.Partition, rp.ErrorCode = p, kerr.NotLeaderForPartition.Code
-						tp.Partitions = append(tp.Partitions, rp)
-					}
-					return tp
-				})
-		},
+	type (
+		qt = kmsg.ListOffsetsRequestTopic
+		qp = kmsg.ListOffsetsRequestTopicPartition
+		at = kmsg.ListOffsetsResponseTopic
+		ap = kmsg.ListOffsetsResponseTopicPartition
+	)
+	return routeByLeader(t, r, r.Topics, leaderRoute[qt, qp, at, ap]{
+		name:      func(x *qt) string { return x.Topic },
+		parts:     func(x *qt) *[]qp { return &x.Partitions },
+		partition: func(p *qp) int32 { return p.Partition },
+		part:      func(ts []qt) kmsg.Request { c := *r; c.Topics = ts; return &c },
+		topics:    func(p kmsg.Response) *[]at { return &p.(*kmsg.ListOffsetsResponse).Topics },
+		topic:     func(x *at) (*string, *[]ap) { return &x.Topic, &x.Partitions },
+		code:      func(p *ap) (*int32, *int16) { return &p.Partition, &p.ErrorCode },
 	}, rep)
 }
 
 func (t *tunnel) routeOffsetForLeaderEpoch(r *kmsg.OffsetForLeaderEpochRequest, rep reply) error {
-	type topic = kmsg.OffsetForLeaderEpochResponseTopic
-	key := func(x *topic) string { return x.Topic }
-	ps := func(x *topic) *[]kmsg.OffsetForLeaderEpochResponseTopicPartition { return &x.Partitions }
-	return routeByLeader(t, r, r.Topics, leaderRoute[kmsg.OffsetForLeaderEpochRequestTopic, kmsg.OffsetForLeaderEpochRequestTopicPartition]{
-		name: func(x *kmsg.OffsetForLeaderEpochRequestTopic) string { return x.Topic },
-		parts: func(x *kmsg.OffsetForLeaderEpochRequestTopic) *[]kmsg.OffsetForLeaderEpochRequestTopicPartition {
-			return &x.Partitions
-		},
-		partition: func(p *kmsg.OffsetForLeaderEpochRequestTopicPartition) int32 { return p.Partition },
-		part:      func(ts []kmsg.OffsetForLeaderEpochRequestTopic) kmsg.Request { c := *r; c.Topics = ts; return &c },
-		merge: func(m map[int32]kmsg.Response) kmsg.Response {
-			out := r.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
-			for _, resp := range m {
-				x := resp.(*kmsg.OffsetForLeaderEpochResponse)
-				out.ThrottleMillis = max(out.ThrottleMillis, x.ThrottleMillis)
-				out.Topics = mergeTopics(out.Topics, x.Topics, key, ps)
-			}
-			return out
-		},
-		fill: func(resp kmsg.Response, want map[string][]int32) bool {
-			out := resp.(*kmsg.OffsetForLeaderEpochResponse)
-			return fillMissing(&out.Topics, want, key, ps,
-				func(p *kmsg.OffsetForLeaderEpochResponseTopicPartition) (int32, int16) {
-					return p.Partition, p.ErrorCode
-				},
-				func(name string, gone []int32) topic {
-					tp := kmsg.NewOffsetForLeaderEpochResponseTopic()
-					tp.Topic = name
-					for _, p := range gone {
-						rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
-						rp.Partition, rp.ErrorCode = p, kerr.NotLeaderForPartition.Code
-						tp.Partitions = append(tp.Partitions, rp)
-					}
-					return tp
-				})
-		},
+	type (
+		qt = kmsg.OffsetForLeaderEpochRequestTopic
+		qp = kmsg.OffsetForLeaderEpochRequestTopicPartition
+		at = kmsg.OffsetForLeaderEpochResponseTopic
+		ap = kmsg.OffsetForLeaderEpochResponseTopicPartition
+	)
+	return routeByLeader(t, r, r.Topics, leaderRoute[qt, qp, at, ap]{
+		name:      func(x *qt) string { return x.Topic },
+		parts:     func(x *qt) *[]qp { return &x.Partitions },
+		partition: func(p *qp) int32 { return p.Partition },
+		part:      func(ts []qt) kmsg.Request { c := *r; c.Topics = ts; return &c },
+		topics:    func(p kmsg.Response) *[]at { return &p.(*kmsg.OffsetForLeaderEpochResponse).Topics },
+		topic:     func(x *at) (*string, *[]ap) { return &x.Topic, &x.Partitions },
+		code:      func(p *ap) (*int32, *int16) { return &p.Partition, &p.ErrorCode },
 	}, rep)
 }
 
 func (t *tunnel) routeDeleteRecords(r *kmsg.DeleteRecordsRequest, rep reply) error {
-	type topic = kmsg.DeleteRecordsResponseTopic
-	key := func(x *topic) string { return x.Topic }
-	ps := func(x *topic) *[]kmsg.DeleteRecordsResponseTopicPartition { return &x.Partitions }
-	return routeByLeader(t, r, r.Topics, leaderRoute[kmsg.DeleteRecordsRequestTopic, kmsg.DeleteRecordsRequestTopicPartition]{
-		name: func(x *kmsg.DeleteRecordsRequestTopic) string { return x.Topic },
-		parts: func(x *kmsg.DeleteRecordsRequestTopic) *[]kmsg.DeleteRecordsRequestTopicPartition {
-			return &x.Partitions
-		},
-		partition: func(p *kmsg.DeleteRecordsRequestTopicPartition) int32 { return p.Partition },
-		part:      func(ts []kmsg.DeleteRecordsRequestTopic) kmsg.Request { c := *r; c.Topics = ts; return &c },
-		merge: func(m map[int32]kmsg.Response) kmsg.Response {
-			out := r.ResponseKind().(*kmsg.DeleteRecordsResponse)
-			for _, resp := range m {
-				x := resp.(*kmsg.DeleteRecordsResponse)
-				out.ThrottleMillis = max(out.ThrottleMillis, x.ThrottleMillis)
-				out.Topics = mergeTopics(out.Topics, x.Topics, key, ps)
-			}
-			return out
-		},
-		fill: func(resp kmsg.Response, want map[string][]int32) bool {
-			out := resp.(*kmsg.DeleteRecordsResponse)
-			return fillMissing(&out.Topics, want, key, ps,
-				func(p *kmsg.DeleteRecordsResponseTopicPartition) (int32, int16) { return p.Partition, p.ErrorCode },
-				func(name string, gone []int32) topic {
-					tp := kmsg.NewDeleteRecordsResponseTopic()
-					tp.Topic = name
-					for _, p := range gone {
-						rp := kmsg.NewDeleteRecordsResponseTopicPartition()
-						rp.Partition, rp.ErrorCode = p, kerr.NotLeaderForPartition.Code
-						tp.Partitions = append(tp.Partitions, rp)
-					}
-					return tp
-				})
-		},
+	type (
+		qt = kmsg.DeleteRecordsRequestTopic
+		qp = kmsg.DeleteRecordsRequestTopicPartition
+		at = kmsg.DeleteRecordsResponseTopic
+		ap = kmsg.DeleteRecordsResponseTopicPartition
+	)
+	return routeByLeader(t, r, r.Topics, leaderRoute[qt, qp, at, ap]{
+		name:      func(x *qt) string { return x.Topic },
+		parts:     func(x *qt) *[]qp { return &x.Partitions },
+		partition: func(p *qp) int32 { return p.Partition },
+		part:      func(ts []qt) kmsg.Request { c := *r; c.Topics = ts; return &c },
+		topics:    func(p kmsg.Response) *[]at { return &p.(*kmsg.DeleteRecordsResponse).Topics },
+		topic:     func(x *at) (*string, *[]ap) { return &x.Topic, &x.Partitions },
+		code:      func(p *ap) (*int32, *int16) { return &p.Partition, &p.ErrorCode },
 	}, rep)
 }

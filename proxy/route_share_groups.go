@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/tollgate-kafka/tollgate/apis"
@@ -81,63 +80,24 @@ func (t *tunnel) routeShareCoordinator(req kmsg.Request, rep reply) (done bool, 
 }
 
 func (t *tunnel) routeShareGroupDescribe(r *kmsg.ShareGroupDescribeRequest, rep reply) error {
-	by, failed := splitByCoordinator(t, r.GroupIDs, func(g *string) string { return *g })
-	parts := map[int32]kmsg.Request{}
-	for n, gs := range by {
-		c := *r
-		c.GroupIDs = gs
-		parts[n] = &c
-	}
-	merge := func(m map[int32]kmsg.Response) (kmsg.Response, error) {
-		out := r.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
-		failed := append(failed, unreachedIDs(t, groupKey, by, m, func(g *string) string { return *g })...)
-		for _, resp := range m {
-			x := resp.(*kmsg.ShareGroupDescribeResponse)
-			out.ThrottleMillis = max(out.ThrottleMillis, x.ThrottleMillis)
-			out.Groups = append(out.Groups, x.Groups...)
-			for _, g := range x.Groups {
-				if movedCode(g.ErrorCode) {
-					t.view.invalidate(false, &coordKey{groupKey, g.GroupID})
-				}
-			}
-		}
-		for _, g := range failed {
-			rg := kmsg.NewShareGroupDescribeResponseGroup()
-			rg.GroupID, rg.ErrorCode = g, kerr.CoordinatorNotAvailable.Code
-			out.Groups = append(out.Groups, rg)
-		}
-		return out, nil
-	}
-	return t.scatterOrAnswer(parts, rep, merge)
+	return routeBatched(t, r, r.GroupIDs, coordBatch[string, kmsg.ShareGroupDescribeResponseGroup]{
+		kind: groupKey,
+		id:   stringID,
+		part: func(gs []string) kmsg.Request { c := *r; c.GroupIDs = gs; return &c },
+		entries: func(p kmsg.Response) *[]kmsg.ShareGroupDescribeResponseGroup {
+			return &p.(*kmsg.ShareGroupDescribeResponse).Groups
+		},
+		entry: func(g *kmsg.ShareGroupDescribeResponseGroup) (*string, *int16) { return &g.GroupID, &g.ErrorCode },
+	}, rep)
 }
 
 func (t *tunnel) routeDescribeShareGroupOffsets(r *kmsg.DescribeShareGroupOffsetsRequest, rep reply) error {
-	by, failed := splitByCoordinator(t, r.Groups, func(g *kmsg.DescribeShareGroupOffsetsRequestGroup) string { return g.GroupID })
-	parts := map[int32]kmsg.Request{}
-	for n, gs := range by {
-		c := *r
-		c.Groups = gs
-		parts[n] = &c
-	}
-	merge := func(m map[int32]kmsg.Response) (kmsg.Response, error) {
-		out := r.ResponseKind().(*kmsg.DescribeShareGroupOffsetsResponse)
-		failed := append(failed, unreachedIDs(t, groupKey, by, m, func(g *kmsg.DescribeShareGroupOffsetsRequestGroup) string { return g.GroupID })...)
-		for _, resp := range m {
-			x := resp.(*kmsg.DescribeShareGroupOffsetsResponse)
-			out.ThrottleMillis = max(out.ThrottleMillis, x.ThrottleMillis)
-			out.Groups = append(out.Groups, x.Groups...)
-			for _, g := range x.Groups {
-				if movedCode(g.ErrorCode) {
-					t.view.invalidate(false, &coordKey{groupKey, g.GroupID})
-				}
-			}
-		}
-		for _, g := range failed {
-			rg := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
-			rg.GroupID, rg.ErrorCode = g.GroupID, kerr.CoordinatorNotAvailable.Code
-			out.Groups = append(out.Groups, rg)
-		}
-		return out, nil
-	}
-	return t.scatterOrAnswer(parts, rep, merge)
+	type group = kmsg.DescribeShareGroupOffsetsResponseGroup
+	return routeBatched(t, r, r.Groups, coordBatch[kmsg.DescribeShareGroupOffsetsRequestGroup, group]{
+		kind:    groupKey,
+		id:      func(g *kmsg.DescribeShareGroupOffsetsRequestGroup) string { return g.GroupID },
+		part:    func(gs []kmsg.DescribeShareGroupOffsetsRequestGroup) kmsg.Request { c := *r; c.Groups = gs; return &c },
+		entries: func(p kmsg.Response) *[]group { return &p.(*kmsg.DescribeShareGroupOffsetsResponse).Groups },
+		entry:   func(g *group) (*string, *int16) { return &g.GroupID, &g.ErrorCode },
+	}, rep)
 }

@@ -34,7 +34,7 @@ func (s *session) stageVCluster(r *request) (bool, error) {
 	}
 	e := vcTable[h.Key]
 	if e == nil || !h.Known {
-		return s.vcRefuse(r, &vcRefusal{apis.Of(h.Key).DenyCode, "unsupported_api"}, nil)
+		return s.vcRefuse(r, &vcRefusal{apis.Of(h.Key).DenyCode, "unsupported_api"})
 	}
 	if e.req == nil {
 		return false, nil // no names (ApiVersions, DescribeCluster, ...)
@@ -70,7 +70,7 @@ func (s *session) stageVCluster(r *request) (bool, error) {
 		}
 	}
 	if ref := e.req(n, req); ref != nil {
-		return s.vcRefuse(r, ref, req)
+		return s.vcRefuse(r, ref)
 	}
 	r.j.forward = vcEncode(h, req)
 	r.p.vc = n
@@ -116,18 +116,18 @@ func vcEncode(h wire.RequestHeader, req kmsg.Request) []byte {
 // vcRefuse answers a request the cluster cannot scope with the error
 // its row (or the key's deny code) names, in the request's slot; a
 // request that cannot be answered (an unknown key or version, Produce
-// acks=0) closes the connection.
-func (s *session) vcRefuse(r *request, ref *vcRefusal, req kmsg.Request) (bool, error) {
+// acks=0) closes the connection. The answer is built from the request
+// as the tenant sent it, decoded again: a row may have prefixed names
+// before it refused.
+func (s *session) vcRefuse(r *request, ref *vcRefusal) (bool, error) {
 	h := r.h
 	s.vcRefused(s.vc.Name, ref.reason)
 	if !h.Known || !r.expectResponse {
 		return false, badRequest(closeUnsupported, "virtual cluster %s: %s v%d cannot be scoped to the cluster (%s) and cannot be answered", s.vc.Name, apiName(h.Key), h.Version, ref.reason)
 	}
-	if req == nil {
-		var err error
-		if req, err = s.vcDecode(r); err != nil {
-			return false, err
-		}
+	req, err := s.vcDecode(r)
+	if err != nil {
+		return false, err
 	}
 	msg := fmt.Sprintf("%s is not available in virtual cluster %s (%s).", apiName(h.Key), s.vc.Name, ref.reason)
 	resp := policy.ErrorResponse(req, ref.code, msg)

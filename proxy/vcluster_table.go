@@ -76,12 +76,6 @@ func (n *vcNames) upTopic(s *string) bool {
 	return true
 }
 
-func (n *vcNames) upNullable(s *string) {
-	if s != nil {
-		n.up(s)
-	}
-}
-
 // down strips the prefix from an upstream name; ok is false for a name
 // that is not the tenant's.
 func (n *vcNames) down(s *string) bool {
@@ -91,17 +85,6 @@ func (n *vcNames) down(s *string) bool {
 	}
 	*s = rest
 	return true
-}
-
-// downNames strips the prefix from each name and drops the others.
-func (n *vcNames) downNames(names []string) []string {
-	out := names[:0]
-	for _, s := range names {
-		if n.down(&s) {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 // msg removes the prefix from an error message.
@@ -220,6 +203,144 @@ func (n *vcNames) configDown(typ kmsg.ConfigResourceType, name *string, msg *str
 	return true
 }
 
+// vcRewrite is one rewrite: of a request (the tenant's names made upstream
+// names) or of an answer (upstream names made the tenant's). A row says
+// once what each field is — w.topic, w.group, w.txn, w.topicID, w.msg —
+// and the rewrite knows the direction. In a request the first refusal
+// stops the rewrite: nothing after it is touched.
+type vcRewrite struct {
+	n      *vcNames
+	answer bool
+	ref    *vcRefusal
+}
+
+// topic is a topic name: prefixed in a request (an empty one refuses
+// it), unprefixed in an answer. false: not rewritten (in an answer, a
+// name that is not the tenant's).
+func (w *vcRewrite) topic(s *string) bool {
+	switch {
+	case w.answer:
+		return w.n.down(s)
+	case w.ref != nil:
+		return false
+	case !w.n.upTopic(s):
+		w.ref = refuseEmptyTopic
+		return false
+	}
+	return true
+}
+
+// group is a group id (nil: a null one, left as it is); see topic.
+func (w *vcRewrite) group(s *string) bool {
+	switch {
+	case s == nil:
+		return false
+	case w.answer:
+		return w.n.down(s)
+	case w.ref != nil:
+		return false
+	}
+	w.n.up(s)
+	return true
+}
+
+// txn is a transactional id; it is rewritten as a group id is.
+func (w *vcRewrite) txn(s *string) bool { return w.group(s) }
+
+// topicID is a topic id: one that is not the tenant's is masked in a
+// request and unmasked in an answer.
+func (w *vcRewrite) topicID(id *[16]byte) {
+	if w.answer {
+		w.n.idDown(id)
+	} else if w.ref == nil {
+		w.n.idUp(id)
+	}
+}
+
+// topicOrID is a topic named by id when byID (KIP-516's versions), else
+// by name.
+func (w *vcRewrite) topicOrID(byID bool, name *string, id *[16]byte) bool {
+	if byID {
+		w.topicID(id)
+		return true
+	}
+	return w.topic(name)
+}
+
+// msg is an error message of an answer: the prefix is removed.
+func (w *vcRewrite) msg(m *string) { w.n.msg(m) }
+
+// all rewrites every string of s as kind (w.topic, w.group, w.txn).
+func (w *vcRewrite) all(s []string, kind func(*string) bool) {
+	for i := range s {
+		kind(&s[i])
+	}
+}
+
+// config is a config resource's name, by its type: topics and groups
+// are named; broker resources are left, but refused for an alter; any
+// other kind is refused.
+func (w *vcRewrite) config(typ kmsg.ConfigResourceType, name *string, alter bool) {
+	switch {
+	case w.answer:
+		w.n.configDown(typ, name, nil)
+	case w.ref == nil:
+		w.ref = w.n.configUp(typ, name, alter)
+	}
+}
+
+// regex is a tenant's topic or transactional id regex: scoped to the
+// prefix (vcNames.regex); one that does not parse on its own refuses the
+// request. Null or empty: left.
+func (w *vcRewrite) regex(re **string) {
+	if w.ref != nil || *re == nil || **re == "" {
+		return
+	}
+	scoped, ok := w.n.regex(**re)
+	if !ok {
+		w.ref = refuseRegex
+		return
+	}
+	*re = &scoped
+}
+
+// each calls f with every element of s, in place.
+func each[T any](s []T, f func(*T)) {
+	for i := range s {
+		f(&s[i])
+	}
+}
+
+// keep keeps, in place, the elements of s for which own is true (it
+// rewrites them as it decides: a listing's entries that are the
+// tenant's).
+func keep[T any](s []T, own func(*T) bool) []T {
+	out := s[:0]
+	for i := range s {
+		if own(&s[i]) {
+			out = append(out, s[i])
+		}
+	}
+	return out
+}
+
+// row makes a key's entry from its request rewrite and its answer
+// rewrite.
+func row[Q kmsg.Request, P kmsg.Response](req func(w *vcRewrite, q Q), resp func(w *vcRewrite, p P)) *vcEntry {
+	return &vcEntry{
+		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
+			w := vcRewrite{n: n}
+			req(&w, r.(Q))
+			return w.ref
+		},
+		resp: func(n *vcNames, r kmsg.Response) { resp(&vcRewrite{n: n, answer: true}, r.(P)) },
+	}
+}
+
+// noAnswer is the answer rewrite of a key whose answer has no names
+// (the answer is still decoded and re-encoded, as with every row).
+func noAnswer[P kmsg.Response](*vcRewrite, P) {}
+
 // vcTable is the table, keyed by API key.
 var vcTable = map[int16]*vcEntry{
 	// Keys with no names at all pass untouched.
@@ -230,949 +351,388 @@ var vcTable = map[int16]*vcEntry{
 	apis.GetTelemetrySubscriptions: {},
 	apis.PushTelemetry:             {},
 
-	apis.Produce: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.ProduceRequest)
-			n.upNullable(q.TransactionID)
-			for i := range q.Topics {
-				t := &q.Topics[i]
-				if q.Version >= 13 {
-					n.idUp(&t.TopicID)
-				} else if !n.upTopic(&t.Topic) {
-					return refuseEmptyTopic
-				}
+	apis.Produce: row(func(w *vcRewrite, q *kmsg.ProduceRequest) {
+		w.txn(q.TransactionID)
+		each(q.Topics, func(t *kmsg.ProduceRequestTopic) { w.topicOrID(q.Version >= 13, &t.Topic, &t.TopicID) })
+	}, func(w *vcRewrite, p *kmsg.ProduceResponse) {
+		each(p.Topics, func(t *kmsg.ProduceResponseTopic) {
+			w.topicOrID(p.Version >= 13, &t.Topic, &t.TopicID)
+			each(t.Partitions, func(x *kmsg.ProduceResponseTopicPartition) {
+				w.msg(x.ErrorMessage)
+				// A record's error names its partition (Kafka's
+				// LogValidator: "... in topic partition team-a.x-0").
+				each(x.ErrorRecords, func(e *kmsg.ProduceResponseTopicPartitionErrorRecord) { w.msg(e.ErrorMessage) })
+			})
+		})
+	}),
+	apis.Fetch: row(func(w *vcRewrite, q *kmsg.FetchRequest) {
+		each(q.Topics, func(t *kmsg.FetchRequestTopic) { w.topicOrID(q.Version >= 13, &t.Topic, &t.TopicID) })
+		each(q.ForgottenTopics, func(t *kmsg.FetchRequestForgottenTopic) { w.topicOrID(q.Version >= 13, &t.Topic, &t.TopicID) })
+	}, func(w *vcRewrite, p *kmsg.FetchResponse) {
+		each(p.Topics, func(t *kmsg.FetchResponseTopic) { w.topicOrID(p.Version >= 13, &t.Topic, &t.TopicID) })
+	}),
+	apis.ListOffsets: row(func(w *vcRewrite, q *kmsg.ListOffsetsRequest) {
+		each(q.Topics, func(t *kmsg.ListOffsetsRequestTopic) { w.topic(&t.Topic) })
+	}, func(w *vcRewrite, p *kmsg.ListOffsetsResponse) {
+		each(p.Topics, func(t *kmsg.ListOffsetsResponseTopic) { w.topic(&t.Topic) })
+	}),
+	apis.Metadata: row(func(w *vcRewrite, q *kmsg.MetadataRequest) {
+		// A topic asked by id is answered with its name: one outside
+		// the tenant is made unknown in the answer (vcluster_stage.go
+		// gives the answer the ids asked).
+		each(q.Topics, func(t *kmsg.MetadataRequestTopic) {
+			if t.Topic != nil {
+				w.topic(t.Topic)
 			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.ProduceResponse)
-			for i := range p.Topics {
-				t := &p.Topics[i]
-				n.idDown(&t.TopicID)
-				if p.Version < 13 {
-					n.down(&t.Topic)
-				}
-				for j := range t.Partitions {
-					n.msg(t.Partitions[j].ErrorMessage)
-				}
-			}
-		},
-	},
-	apis.Fetch: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.FetchRequest)
-			for i := range q.Topics {
-				t := &q.Topics[i]
-				if q.Version >= 13 {
-					n.idUp(&t.TopicID)
-				} else if !n.upTopic(&t.Topic) {
-					return refuseEmptyTopic
-				}
-			}
-			for i := range q.ForgottenTopics {
-				t := &q.ForgottenTopics[i]
-				if q.Version >= 13 {
-					n.idUp(&t.TopicID)
-				} else if !n.upTopic(&t.Topic) {
-					return refuseEmptyTopic
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.FetchResponse)
-			for i := range p.Topics {
-				t := &p.Topics[i]
-				if p.Version >= 13 {
-					n.idDown(&t.TopicID)
-				} else {
-					n.down(&t.Topic)
-				}
-			}
-		},
-	},
-	apis.ListOffsets: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			for i, q := 0, r.(*kmsg.ListOffsetsRequest); i < len(q.Topics); i++ {
-				if !n.upTopic(&q.Topics[i].Topic) {
-					return refuseEmptyTopic
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			for i, p := 0, r.(*kmsg.ListOffsetsResponse); i < len(p.Topics); i++ {
-				n.down(&p.Topics[i].Topic)
-			}
-		},
-	},
-	apis.Metadata: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.MetadataRequest)
-			for i := range q.Topics {
-				t := &q.Topics[i]
-				if t.Topic != nil {
-					if !n.upTopic(t.Topic) {
-						return refuseEmptyTopic
-					}
-				}
-				// A topic asked by id is answered with its name: one
-				// outside the tenant is made unknown in the answer
-				// (vcluster_stage.go gives the answer the ids asked).
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.MetadataResponse)
-			out := p.Topics[:0]
-			for _, t := range p.Topics {
-				if t.Topic != nil {
-					n.learn(t.TopicID, *t.Topic)
-					name := *t.Topic
-					if n.down(&name) {
-						t.Topic = &name
-						out = append(out, t)
-						continue
-					}
-				}
-				if t.TopicID != ([16]byte{}) && n.idAsked(t.TopicID) {
-					// Asked by id: a topic that is not the tenant's is
-					// unknown to it (KIP-516).
-					t.Topic, t.ErrorCode, t.Partitions, t.IsInternal = nil, kerr.UnknownTopicID.Code, nil, false
-					out = append(out, t)
-				}
-				// Otherwise a listing's entry that is not the tenant's.
-			}
-			p.Topics = out
-		},
-	},
-	apis.FindCoordinator: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.FindCoordinatorRequest)
-			if q.CoordinatorType > 1 {
-				return refuseUnscoped // share-partition keys (KIP-932) are the brokers'
-			}
-			n.up(&q.CoordinatorKey)
-			for i := range q.CoordinatorKeys {
-				n.up(&q.CoordinatorKeys[i])
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.FindCoordinatorResponse)
-			n.msg(p.ErrorMessage)
-			for i := range p.Coordinators {
-				c := &p.Coordinators[i]
-				n.down(&c.Key)
-				n.msg(c.ErrorMessage)
-			}
-		},
-	},
-	apis.JoinGroup: {
-		req:  func(n *vcNames, r kmsg.Request) *vcRefusal { n.up(&r.(*kmsg.JoinGroupRequest).Group); return nil },
-		resp: func(*vcNames, kmsg.Response) {},
-	},
-	apis.SyncGroup: {
-		req:  func(n *vcNames, r kmsg.Request) *vcRefusal { n.up(&r.(*kmsg.SyncGroupRequest).Group); return nil },
-		resp: func(*vcNames, kmsg.Response) {},
-	},
-	apis.Heartbeat: {
-		req:  func(n *vcNames, r kmsg.Request) *vcRefusal { n.up(&r.(*kmsg.HeartbeatRequest).Group); return nil },
-		resp: func(*vcNames, kmsg.Response) {},
-	},
-	apis.LeaveGroup: {
-		req:  func(n *vcNames, r kmsg.Request) *vcRefusal { n.up(&r.(*kmsg.LeaveGroupRequest).Group); return nil },
-		resp: func(*vcNames, kmsg.Response) {},
-	},
-	apis.OffsetCommit: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.OffsetCommitRequest)
-			n.up(&q.Group)
-			for i := range q.Topics {
-				t := &q.Topics[i]
-				if q.Version >= 10 {
-					n.idUp(&t.TopicID)
-				} else if !n.upTopic(&t.Topic) {
-					return refuseEmptyTopic
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.OffsetCommitResponse)
-			for i := range p.Topics {
-				t := &p.Topics[i]
-				n.idDown(&t.TopicID)
-				if p.Version < 10 {
-					n.down(&t.Topic)
-				}
-			}
-		},
-	},
-	apis.OffsetFetch: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.OffsetFetchRequest)
-			n.up(&q.Group)
-			for i := range q.Topics {
-				if !n.upTopic(&q.Topics[i].Topic) {
-					return refuseEmptyTopic
-				}
-			}
-			for i := range q.Groups {
-				g := &q.Groups[i]
-				n.up(&g.Group)
-				for j := range g.Topics {
-					t := &g.Topics[j]
-					if q.Version >= 10 {
-						n.idUp(&t.TopicID)
-					} else if !n.upTopic(&t.Topic) {
-						return refuseEmptyTopic
-					}
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.OffsetFetchResponse)
-			topics := p.Topics[:0]
-			for _, t := range p.Topics {
-				if n.down(&t.Topic) {
-					topics = append(topics, t)
-				}
-			}
-			p.Topics = topics
-			for i := range p.Groups {
-				g := &p.Groups[i]
-				n.down(&g.Group)
-				out := g.Topics[:0]
-				for _, t := range g.Topics {
-					if p.Version >= 10 {
-						n.idDown(&t.TopicID)
-					} else if !n.down(&t.Topic) {
-						continue // all topics of the group: one not the tenant's
-					}
-					out = append(out, t)
-				}
-				g.Topics = out
-			}
-		},
-	},
-	apis.DescribeGroups: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.DescribeGroupsRequest)
-			for i := range q.Groups {
-				n.up(&q.Groups[i])
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.DescribeGroupsResponse)
-			for i := range p.Groups {
-				n.down(&p.Groups[i].Group)
-				n.msg(p.Groups[i].ErrorMessage)
-			}
-		},
-	},
-	apis.ListGroups: {
-		req: func(*vcNames, kmsg.Request) *vcRefusal { return nil },
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.ListGroupsResponse)
-			out := p.Groups[:0]
-			for _, g := range p.Groups {
-				if n.down(&g.Group) {
-					out = append(out, g)
-				}
-			}
-			p.Groups = out
-		},
-	},
-	apis.DeleteGroups: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.DeleteGroupsRequest)
-			for i := range q.Groups {
-				n.up(&q.Groups[i])
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.DeleteGroupsResponse)
-			for i := range p.Groups {
-				n.down(&p.Groups[i].Group)
-			}
-		},
-	},
-	apis.OffsetDelete: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.OffsetDeleteRequest)
-			n.up(&q.Group)
-			for i := range q.Topics {
-				if !n.upTopic(&q.Topics[i].Topic) {
-					return refuseEmptyTopic
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.OffsetDeleteResponse)
-			for i := range p.Topics {
-				n.down(&p.Topics[i].Topic)
-			}
-		},
-	},
-	apis.CreateTopics: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.CreateTopicsRequest)
-			for i := range q.Topics {
-				if !n.upTopic(&q.Topics[i].Topic) {
-					return refuseEmptyTopic
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.CreateTopicsResponse)
-			for i := range p.Topics {
-				t := &p.Topics[i]
-				n.learn(t.TopicID, t.Topic)
-				n.down(&t.Topic)
-				n.msg(t.ErrorMessage)
-			}
-		},
-	},
-	apis.DeleteTopics: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.DeleteTopicsRequest)
-			for i := range q.TopicNames {
-				if !n.upTopic(&q.TopicNames[i]) {
-					return refuseEmptyTopic
-				}
-			}
-			for i := range q.Topics {
-				t := &q.Topics[i]
-				if t.Topic != nil {
-					if !n.upTopic(t.Topic) {
-						return refuseEmptyTopic
-					}
-				} else {
-					n.idUp(&t.TopicID)
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.DeleteTopicsResponse)
-			for i := range p.Topics {
-				t := &p.Topics[i]
-				n.idDown(&t.TopicID)
-				if t.Topic != nil && !n.down(t.Topic) {
-					t.Topic = nil
-				}
-				n.msg(t.ErrorMessage)
-			}
-		},
-	},
-	apis.CreatePartitions: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.CreatePartitionsRequest)
-			for i := range q.Topics {
-				if !n.upTopic(&q.Topics[i].Topic) {
-					return refuseEmptyTopic
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.CreatePartitionsResponse)
-			for i := range p.Topics {
-				n.down(&p.Topics[i].Topic)
-				n.msg(p.Topics[i].ErrorMessage)
-			}
-		},
-	},
-	apis.DeleteRecords: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.DeleteRecordsRequest)
-			for i := range q.Topics {
-				if !n.upTopic(&q.Topics[i].Topic) {
-					return refuseEmptyTopic
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.DeleteRecordsResponse)
-			for i := range p.Topics {
-				n.down(&p.Topics[i].Topic)
-			}
-		},
-	},
-	apis.OffsetForLeaderEpoch: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.OffsetForLeaderEpochRequest)
-			for i := range q.Topics {
-				if !n.upTopic(&q.Topics[i].Topic) {
-					return refuseEmptyTopic
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.OffsetForLeaderEpochResponse)
-			for i := range p.Topics {
-				n.down(&p.Topics[i].Topic)
-			}
-		},
-	},
-	apis.DescribeConfigs: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.DescribeConfigsRequest)
-			for i := range q.Resources {
-				if ref := n.configUp(q.Resources[i].ResourceType, &q.Resources[i].ResourceName, false); ref != nil {
-					return ref
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.DescribeConfigsResponse)
-			for i := range p.Resources {
-				x := &p.Resources[i]
-				n.configDown(x.ResourceType, &x.ResourceName, x.ErrorMessage)
-			}
-		},
-	},
-	apis.AlterConfigs: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.AlterConfigsRequest)
-			for i := range q.Resources {
-				if ref := n.configUp(q.Resources[i].ResourceType, &q.Resources[i].ResourceName, true); ref != nil {
-					return ref
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.AlterConfigsResponse)
-			for i := range p.Resources {
-				x := &p.Resources[i]
-				n.configDown(x.ResourceType, &x.ResourceName, x.ErrorMessage)
-			}
-		},
-	},
-	apis.IncrementalAlterConfigs: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.IncrementalAlterConfigsRequest)
-			for i := range q.Resources {
-				if ref := n.configUp(q.Resources[i].ResourceType, &q.Resources[i].ResourceName, true); ref != nil {
-					return ref
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.IncrementalAlterConfigsResponse)
-			for i := range p.Resources {
-				x := &p.Resources[i]
-				n.configDown(x.ResourceType, &x.ResourceName, x.ErrorMessage)
-			}
-		},
-	},
-	apis.InitProducerID: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			n.upNullable(r.(*kmsg.InitProducerIDRequest).TransactionalID)
-			return nil
-		},
-		resp: func(*vcNames, kmsg.Response) {},
-	},
-	apis.AddPartitionsToTxn: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.AddPartitionsToTxnRequest)
-			n.up(&q.TransactionalID)
-			for i := range q.Topics {
-				if !n.upTopic(&q.Topics[i].Topic) {
-					return refuseEmptyTopic
-				}
-			}
-			for i := range q.Transactions {
-				x := &q.Transactions[i]
-				n.up(&x.TransactionalID)
-				for j := range x.Topics {
-					if !n.upTopic(&x.Topics[j].Topic) {
-						return refuseEmptyTopic
-					}
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.AddPartitionsToTxnResponse)
-			for i := range p.Topics {
-				n.down(&p.Topics[i].Topic)
-			}
-			for i := range p.Transactions {
-				x := &p.Transactions[i]
-				n.down(&x.TransactionalID)
-				for j := range x.Topics {
-					n.down(&x.Topics[j].Topic)
-				}
-			}
-		},
-	},
-	apis.AddOffsetsToTxn: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.AddOffsetsToTxnRequest)
-			n.up(&q.TransactionalID)
-			n.up(&q.Group)
-			return nil
-		},
-		resp: func(*vcNames, kmsg.Response) {},
-	},
-	apis.EndTxn: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			n.up(&r.(*kmsg.EndTxnRequest).TransactionalID)
-			return nil
-		},
-		resp: func(*vcNames, kmsg.Response) {},
-	},
-	apis.TxnOffsetCommit: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.TxnOffsetCommitRequest)
-			n.up(&q.TransactionalID)
-			n.up(&q.Group)
-			for i := range q.Topics {
-				if q.Version >= 6 { // topic ids (KIP-848's commit path)
-					n.idUp(&q.Topics[i].TopicID)
-				} else if !n.upTopic(&q.Topics[i].Topic) {
-					return refuseEmptyTopic
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.TxnOffsetCommitResponse)
-			for i := range p.Topics {
-				if p.Version >= 6 {
-					n.idDown(&p.Topics[i].TopicID)
-				} else {
-					n.down(&p.Topics[i].Topic)
-				}
-			}
-		},
-	},
-	apis.DescribeProducers: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.DescribeProducersRequest)
-			for i := range q.Topics {
-				if !n.upTopic(&q.Topics[i].Topic) {
-					return refuseEmptyTopic
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.DescribeProducersResponse)
-			for i := range p.Topics {
-				t := &p.Topics[i]
-				n.down(&t.Topic)
-				for j := range t.Partitions {
-					n.msg(t.Partitions[j].ErrorMessage)
-				}
-			}
-		},
-	},
-	apis.DescribeTransactions: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.DescribeTransactionsRequest)
-			for i := range q.TransactionalIDs {
-				n.up(&q.TransactionalIDs[i])
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.DescribeTransactionsResponse)
-			for i := range p.TransactionStates {
-				x := &p.TransactionStates[i]
-				n.down(&x.TransactionalID)
-				out := x.Topics[:0]
-				for _, t := range x.Topics {
-					if n.down(&t.Topic) {
-						out = append(out, t)
-					}
-				}
-				x.Topics = out
-			}
-		},
-	},
-	apis.ListTransactions: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.ListTransactionsRequest)
-			if q.TransactionalIDPattern != nil && *q.TransactionalIDPattern != "" {
-				re, ok := n.regex(*q.TransactionalIDPattern)
-				if !ok {
-					return refuseRegex
-				}
-				q.TransactionalIDPattern = &re
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.ListTransactionsResponse)
-			out := p.TransactionStates[:0]
-			for _, x := range p.TransactionStates {
-				if n.down(&x.TransactionalID) {
-					out = append(out, x)
-				}
-			}
-			p.TransactionStates = out
-		},
-	},
-	apis.DescribeTopicPartitions: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.DescribeTopicPartitionsRequest)
-			for i := range q.Topics {
-				if !n.upTopic(&q.Topics[i].Topic) {
-					return refuseEmptyTopic
-				}
-			}
-			if q.Cursor != nil {
-				if !n.upTopic(&q.Cursor.Topic) {
-					return refuseEmptyTopic
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.DescribeTopicPartitionsResponse)
-			out := p.Topics[:0]
-			for _, t := range p.Topics {
-				if t.Topic != nil {
-					n.learn(t.TopicID, *t.Topic)
-					name := *t.Topic
-					if !n.down(&name) {
-						continue
-					}
+		})
+	}, func(w *vcRewrite, p *kmsg.MetadataResponse) {
+		p.Topics = keep(p.Topics, func(t *kmsg.MetadataResponseTopic) bool {
+			if t.Topic != nil {
+				w.n.learn(t.TopicID, *t.Topic)
+				name := *t.Topic
+				if w.topic(&name) {
 					t.Topic = &name
-				}
-				out = append(out, t)
-			}
-			p.Topics = out
-			if c := p.NextCursor; c != nil && !n.down(&c.Topic) {
-				p.NextCursor = nil // the listing went past the tenant's names: it is complete
-			}
-		},
-	},
-	apis.ElectLeaders: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.ElectLeadersRequest)
-			if q.Topics == nil {
-				return refuseUnscoped // every partition of the cluster
-			}
-			for i := range q.Topics {
-				if !n.upTopic(&q.Topics[i].Topic) {
-					return refuseEmptyTopic
+					return true
 				}
 			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.ElectLeadersResponse)
-			for i := range p.Topics {
-				n.down(&p.Topics[i].Topic)
-				for j := range p.Topics[i].Partitions {
-					n.msg(p.Topics[i].Partitions[j].ErrorMessage)
-				}
+			if t.TopicID != ([16]byte{}) && w.n.idAsked(t.TopicID) {
+				// Asked by id: a topic that is not the tenant's is
+				// unknown to it (KIP-516).
+				t.Topic, t.ErrorCode, t.Partitions, t.IsInternal = nil, kerr.UnknownTopicID.Code, nil, false
+				return true
 			}
-		},
-	},
-	apis.AlterPartitionAssignments: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.AlterPartitionAssignmentsRequest)
-			for i := range q.Topics {
-				if !n.upTopic(&q.Topics[i].Topic) {
-					return refuseEmptyTopic
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.AlterPartitionAssignmentsResponse)
-			n.msg(p.ErrorMessage)
-			for i := range p.Topics {
-				n.down(&p.Topics[i].Topic)
-				for j := range p.Topics[i].Partitions {
-					n.msg(p.Topics[i].Partitions[j].ErrorMessage)
-				}
-			}
-		},
-	},
-	apis.ListPartitionReassignments: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.ListPartitionReassignmentsRequest)
-			for i := range q.Topics {
-				if !n.upTopic(&q.Topics[i].Topic) {
-					return refuseEmptyTopic
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.ListPartitionReassignmentsResponse)
-			n.msg(p.ErrorMessage)
-			out := p.Topics[:0]
-			for _, t := range p.Topics {
-				if n.down(&t.Topic) {
-					out = append(out, t)
-				}
-			}
-			p.Topics = out
-		},
-	},
-	apis.DescribeLogDirs: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.DescribeLogDirsRequest)
-			for i := range q.Topics {
-				if !n.upTopic(&q.Topics[i].Topic) {
-					return refuseEmptyTopic
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.DescribeLogDirsResponse)
-			for i := range p.Dirs {
-				d := &p.Dirs[i]
-				out := d.Topics[:0]
-				for _, t := range d.Topics {
-					if n.down(&t.Topic) {
-						out = append(out, t)
-					}
-				}
-				d.Topics = out
-			}
-		},
-	},
-	apis.ConsumerGroupHeartbeat: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.ConsumerGroupHeartbeatRequest)
-			n.up(&q.Group)
-			for i := range q.SubscribedTopicNames {
-				if !n.upTopic(&q.SubscribedTopicNames[i]) {
-					return refuseEmptyTopic
-				}
-			}
-			if q.SubscribedTopicRegex != nil && *q.SubscribedTopicRegex != "" {
-				re, ok := n.regex(*q.SubscribedTopicRegex)
-				if !ok {
-					return refuseRegex
-				}
-				q.SubscribedTopicRegex = &re
-			}
-			for i := range q.Topics {
-				n.idUp(&q.Topics[i].TopicID)
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.ConsumerGroupHeartbeatResponse)
-			n.msg(p.ErrorMessage)
-			if a := p.Assignment; a != nil {
-				out := a.Topics[:0]
-				for _, t := range a.Topics {
-					if n.ids.owns(t.TopicID, n.prefix) || !n.ids.known(t.TopicID) {
-						out = append(out, t)
-					}
-				}
-				a.Topics = out
-			}
-		},
-	},
-	apis.ConsumerGroupDescribe: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.ConsumerGroupDescribeRequest)
-			for i := range q.Groups {
-				n.up(&q.Groups[i])
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.ConsumerGroupDescribeResponse)
-			for i := range p.Groups {
-				g := &p.Groups[i]
-				n.down(&g.Group)
-				n.msg(g.ErrorMessage)
-				for j := range g.Members {
-					m := &g.Members[j]
-					m.SubscribedTopics = n.downNames(m.SubscribedTopics)
-					if m.SubscribedTopicRegex != nil && !n.regexDown(m.SubscribedTopicRegex) {
-						m.SubscribedTopicRegex = nil
-					}
-					n.assignmentDown(&m.Assignment)
-					n.assignmentDown(&m.TargetAssignment)
-				}
-			}
-		},
-	},
-	apis.ShareGroupHeartbeat: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.ShareGroupHeartbeatRequest)
-			n.up(&q.GroupID)
-			for i := range q.SubscribedTopicNames {
-				if !n.upTopic(&q.SubscribedTopicNames[i]) {
-					return refuseEmptyTopic
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			n.msg(r.(*kmsg.ShareGroupHeartbeatResponse).ErrorMessage)
-		},
-	},
-	apis.ShareGroupDescribe: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.ShareGroupDescribeRequest)
-			for i := range q.GroupIDs {
-				n.up(&q.GroupIDs[i])
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.ShareGroupDescribeResponse)
-			for i := range p.Groups {
-				g := &p.Groups[i]
-				n.down(&g.GroupID)
-				n.msg(g.ErrorMessage)
-				for j := range g.Members {
-					m := &g.Members[j]
-					m.SubscribedTopicNames = n.downNames(m.SubscribedTopicNames)
-					out := m.Assignment.TopicPartitions[:0]
-					for _, t := range m.Assignment.TopicPartitions {
-						if n.down(&t.Topic) {
-							out = append(out, t)
-						}
-					}
-					m.Assignment.TopicPartitions = out
-				}
-			}
-		},
-	},
-	apis.DescribeShareGroupOffsets: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.DescribeShareGroupOffsetsRequest)
-			for i := range q.Groups {
-				g := &q.Groups[i]
-				n.up(&g.GroupID)
-				for j := range g.Topics {
-					if !n.upTopic(&g.Topics[j].Topic) {
-						return refuseEmptyTopic
-					}
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.DescribeShareGroupOffsetsResponse)
-			for i := range p.Groups {
-				g := &p.Groups[i]
-				n.down(&g.GroupID)
-				n.msg(g.ErrorMessage)
-				out := g.Topics[:0]
-				for _, t := range g.Topics {
-					if n.down(&t.Topic) {
-						out = append(out, t)
-					}
-				}
-				g.Topics = out
-			}
-		},
-	},
-	apis.AlterShareGroupOffsets: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.AlterShareGroupOffsetsRequest)
-			n.up(&q.GroupID)
-			for i := range q.Topics {
-				if !n.upTopic(&q.Topics[i].Topic) {
-					return refuseEmptyTopic
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.AlterShareGroupOffsetsResponse)
-			n.msg(p.ErrorMessage)
-			for i := range p.Topics {
-				n.down(&p.Topics[i].Topic)
-			}
-		},
-	},
-	apis.DeleteShareGroupOffsets: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.DeleteShareGroupOffsetsRequest)
-			n.up(&q.GroupID)
-			for i := range q.Topics {
-				if !n.upTopic(&q.Topics[i].Topic) {
-					return refuseEmptyTopic
-				}
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.DeleteShareGroupOffsetsResponse)
-			n.msg(p.ErrorMessage)
-			for i := range p.Topics {
-				n.down(&p.Topics[i].Topic)
-				n.msg(p.Topics[i].ErrorMessage)
-			}
-		},
-	},
-	apis.ShareFetch: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.ShareFetchRequest)
-			n.upNullable(q.GroupID)
-			for i := range q.Topics {
-				n.idUp(&q.Topics[i].TopicID)
-			}
-			for i := range q.ForgottenTopicsData {
-				n.idUp(&q.ForgottenTopicsData[i].TopicID)
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.ShareFetchResponse)
-			n.msg(p.ErrorMessage)
-			for i := range p.Topics {
-				n.idDown(&p.Topics[i].TopicID)
-			}
-		},
-	},
-	apis.ShareAcknowledge: {
-		req: func(n *vcNames, r kmsg.Request) *vcRefusal {
-			q := r.(*kmsg.ShareAcknowledgeRequest)
-			n.upNullable(q.GroupID)
-			for i := range q.Topics {
-				n.idUp(&q.Topics[i].TopicID)
-			}
-			return nil
-		},
-		resp: func(n *vcNames, r kmsg.Response) {
-			p := r.(*kmsg.ShareAcknowledgeResponse)
-			n.msg(p.ErrorMessage)
-			for i := range p.Topics {
-				n.idDown(&p.Topics[i].TopicID)
-			}
-		},
-	},
-}
-
-// assignmentDown strips the prefix from a KIP-848 assignment's names
-// and drops topics that are not the tenant's.
-func (n *vcNames) assignmentDown(a *kmsg.Assignment) {
-	out := a.TopicPartitions[:0]
-	for _, t := range a.TopicPartitions {
-		if n.down(&t.Topic) {
-			out = append(out, t)
+			return false // a listing's entry that is not the tenant's
+		})
+	}),
+	apis.FindCoordinator: row(func(w *vcRewrite, q *kmsg.FindCoordinatorRequest) {
+		if q.CoordinatorType > 1 {
+			w.ref = refuseUnscoped // share-partition keys (KIP-932) are the brokers'
+			return
 		}
-	}
-	a.TopicPartitions = out
+		w.group(&q.CoordinatorKey) // or a transactional id: the same prefix
+		w.all(q.CoordinatorKeys, w.group)
+	}, func(w *vcRewrite, p *kmsg.FindCoordinatorResponse) {
+		w.msg(p.ErrorMessage)
+		each(p.Coordinators, func(c *kmsg.FindCoordinatorResponseCoordinator) {
+			w.group(&c.Key)
+			w.msg(c.ErrorMessage)
+		})
+	}),
+	apis.JoinGroup:  row(func(w *vcRewrite, q *kmsg.JoinGroupRequest) { w.group(&q.Group) }, noAnswer[*kmsg.JoinGroupResponse]),
+	apis.SyncGroup:  row(func(w *vcRewrite, q *kmsg.SyncGroupRequest) { w.group(&q.Group) }, noAnswer[*kmsg.SyncGroupResponse]),
+	apis.Heartbeat:  row(func(w *vcRewrite, q *kmsg.HeartbeatRequest) { w.group(&q.Group) }, noAnswer[*kmsg.HeartbeatResponse]),
+	apis.LeaveGroup: row(func(w *vcRewrite, q *kmsg.LeaveGroupRequest) { w.group(&q.Group) }, noAnswer[*kmsg.LeaveGroupResponse]),
+	apis.OffsetCommit: row(func(w *vcRewrite, q *kmsg.OffsetCommitRequest) {
+		w.group(&q.Group)
+		each(q.Topics, func(t *kmsg.OffsetCommitRequestTopic) { w.topicOrID(q.Version >= 10, &t.Topic, &t.TopicID) })
+	}, func(w *vcRewrite, p *kmsg.OffsetCommitResponse) {
+		each(p.Topics, func(t *kmsg.OffsetCommitResponseTopic) { w.topicOrID(p.Version >= 10, &t.Topic, &t.TopicID) })
+	}),
+	apis.OffsetFetch: row(func(w *vcRewrite, q *kmsg.OffsetFetchRequest) {
+		w.group(&q.Group)
+		each(q.Topics, func(t *kmsg.OffsetFetchRequestTopic) { w.topic(&t.Topic) })
+		each(q.Groups, func(g *kmsg.OffsetFetchRequestGroup) {
+			w.group(&g.Group)
+			each(g.Topics, func(t *kmsg.OffsetFetchRequestGroupTopic) { w.topicOrID(q.Version >= 10, &t.Topic, &t.TopicID) })
+		})
+	}, func(w *vcRewrite, p *kmsg.OffsetFetchResponse) {
+		p.Topics = keep(p.Topics, func(t *kmsg.OffsetFetchResponseTopic) bool { return w.topic(&t.Topic) })
+		each(p.Groups, func(g *kmsg.OffsetFetchResponseGroup) {
+			w.group(&g.Group)
+			// All topics of the group: one not the tenant's is left out.
+			g.Topics = keep(g.Topics, func(t *kmsg.OffsetFetchResponseGroupTopic) bool {
+				return w.topicOrID(p.Version >= 10, &t.Topic, &t.TopicID)
+			})
+		})
+	}),
+	apis.DescribeGroups: row(func(w *vcRewrite, q *kmsg.DescribeGroupsRequest) {
+		w.all(q.Groups, w.group)
+	}, func(w *vcRewrite, p *kmsg.DescribeGroupsResponse) {
+		each(p.Groups, func(g *kmsg.DescribeGroupsResponseGroup) {
+			w.group(&g.Group)
+			w.msg(g.ErrorMessage)
+		})
+	}),
+	apis.ListGroups: row(func(*vcRewrite, *kmsg.ListGroupsRequest) {}, func(w *vcRewrite, p *kmsg.ListGroupsResponse) {
+		p.Groups = keep(p.Groups, func(g *kmsg.ListGroupsResponseGroup) bool { return w.group(&g.Group) })
+	}),
+	apis.DeleteGroups: row(func(w *vcRewrite, q *kmsg.DeleteGroupsRequest) {
+		w.all(q.Groups, w.group)
+	}, func(w *vcRewrite, p *kmsg.DeleteGroupsResponse) {
+		each(p.Groups, func(g *kmsg.DeleteGroupsResponseGroup) { w.group(&g.Group) })
+	}),
+	apis.OffsetDelete: row(func(w *vcRewrite, q *kmsg.OffsetDeleteRequest) {
+		w.group(&q.Group)
+		each(q.Topics, func(t *kmsg.OffsetDeleteRequestTopic) { w.topic(&t.Topic) })
+	}, func(w *vcRewrite, p *kmsg.OffsetDeleteResponse) {
+		each(p.Topics, func(t *kmsg.OffsetDeleteResponseTopic) { w.topic(&t.Topic) })
+	}),
+	apis.CreateTopics: row(func(w *vcRewrite, q *kmsg.CreateTopicsRequest) {
+		each(q.Topics, func(t *kmsg.CreateTopicsRequestTopic) { w.topic(&t.Topic) })
+	}, func(w *vcRewrite, p *kmsg.CreateTopicsResponse) {
+		each(p.Topics, func(t *kmsg.CreateTopicsResponseTopic) {
+			w.n.learn(t.TopicID, t.Topic)
+			w.topic(&t.Topic)
+			w.msg(t.ErrorMessage)
+		})
+	}),
+	apis.DeleteTopics: row(func(w *vcRewrite, q *kmsg.DeleteTopicsRequest) {
+		w.all(q.TopicNames, w.topic)
+		each(q.Topics, func(t *kmsg.DeleteTopicsRequestTopic) { w.topicOrID(t.Topic == nil, t.Topic, &t.TopicID) })
+	}, func(w *vcRewrite, p *kmsg.DeleteTopicsResponse) {
+		each(p.Topics, func(t *kmsg.DeleteTopicsResponseTopic) {
+			w.topicID(&t.TopicID)
+			if t.Topic != nil && !w.topic(t.Topic) {
+				t.Topic = nil
+			}
+			w.msg(t.ErrorMessage)
+		})
+	}),
+	apis.CreatePartitions: row(func(w *vcRewrite, q *kmsg.CreatePartitionsRequest) {
+		each(q.Topics, func(t *kmsg.CreatePartitionsRequestTopic) { w.topic(&t.Topic) })
+	}, func(w *vcRewrite, p *kmsg.CreatePartitionsResponse) {
+		each(p.Topics, func(t *kmsg.CreatePartitionsResponseTopic) {
+			w.topic(&t.Topic)
+			w.msg(t.ErrorMessage)
+		})
+	}),
+	apis.DeleteRecords: row(func(w *vcRewrite, q *kmsg.DeleteRecordsRequest) {
+		each(q.Topics, func(t *kmsg.DeleteRecordsRequestTopic) { w.topic(&t.Topic) })
+	}, func(w *vcRewrite, p *kmsg.DeleteRecordsResponse) {
+		each(p.Topics, func(t *kmsg.DeleteRecordsResponseTopic) { w.topic(&t.Topic) })
+	}),
+	apis.OffsetForLeaderEpoch: row(func(w *vcRewrite, q *kmsg.OffsetForLeaderEpochRequest) {
+		each(q.Topics, func(t *kmsg.OffsetForLeaderEpochRequestTopic) { w.topic(&t.Topic) })
+	}, func(w *vcRewrite, p *kmsg.OffsetForLeaderEpochResponse) {
+		each(p.Topics, func(t *kmsg.OffsetForLeaderEpochResponseTopic) { w.topic(&t.Topic) })
+	}),
+	apis.DescribeConfigs: row(func(w *vcRewrite, q *kmsg.DescribeConfigsRequest) {
+		each(q.Resources, func(x *kmsg.DescribeConfigsRequestResource) { w.config(x.ResourceType, &x.ResourceName, false) })
+	}, func(w *vcRewrite, p *kmsg.DescribeConfigsResponse) {
+		each(p.Resources, func(x *kmsg.DescribeConfigsResponseResource) {
+			w.msg(x.ErrorMessage)
+			w.config(x.ResourceType, &x.ResourceName, false)
+		})
+	}),
+	apis.AlterConfigs: row(func(w *vcRewrite, q *kmsg.AlterConfigsRequest) {
+		each(q.Resources, func(x *kmsg.AlterConfigsRequestResource) { w.config(x.ResourceType, &x.ResourceName, true) })
+	}, func(w *vcRewrite, p *kmsg.AlterConfigsResponse) {
+		each(p.Resources, func(x *kmsg.AlterConfigsResponseResource) {
+			w.msg(x.ErrorMessage)
+			w.config(x.ResourceType, &x.ResourceName, true)
+		})
+	}),
+	apis.IncrementalAlterConfigs: row(func(w *vcRewrite, q *kmsg.IncrementalAlterConfigsRequest) {
+		each(q.Resources, func(x *kmsg.IncrementalAlterConfigsRequestResource) { w.config(x.ResourceType, &x.ResourceName, true) })
+	}, func(w *vcRewrite, p *kmsg.IncrementalAlterConfigsResponse) {
+		each(p.Resources, func(x *kmsg.IncrementalAlterConfigsResponseResource) {
+			w.msg(x.ErrorMessage)
+			w.config(x.ResourceType, &x.ResourceName, true)
+		})
+	}),
+	apis.InitProducerID: row(func(w *vcRewrite, q *kmsg.InitProducerIDRequest) { w.txn(q.TransactionalID) }, noAnswer[*kmsg.InitProducerIDResponse]),
+	apis.AddPartitionsToTxn: row(func(w *vcRewrite, q *kmsg.AddPartitionsToTxnRequest) {
+		w.txn(&q.TransactionalID)
+		each(q.Topics, func(t *kmsg.AddPartitionsToTxnRequestTopic) { w.topic(&t.Topic) })
+		each(q.Transactions, func(x *kmsg.AddPartitionsToTxnRequestTransaction) {
+			w.txn(&x.TransactionalID)
+			each(x.Topics, func(t *kmsg.AddPartitionsToTxnRequestTransactionTopic) { w.topic(&t.Topic) })
+		})
+	}, func(w *vcRewrite, p *kmsg.AddPartitionsToTxnResponse) {
+		each(p.Topics, func(t *kmsg.AddPartitionsToTxnResponseTopic) { w.topic(&t.Topic) })
+		each(p.Transactions, func(x *kmsg.AddPartitionsToTxnResponseTransaction) {
+			w.txn(&x.TransactionalID)
+			each(x.Topics, func(t *kmsg.AddPartitionsToTxnResponseTransactionTopic) { w.topic(&t.Topic) })
+		})
+	}),
+	apis.AddOffsetsToTxn: row(func(w *vcRewrite, q *kmsg.AddOffsetsToTxnRequest) {
+		w.txn(&q.TransactionalID)
+		w.group(&q.Group)
+	}, noAnswer[*kmsg.AddOffsetsToTxnResponse]),
+	apis.EndTxn: row(func(w *vcRewrite, q *kmsg.EndTxnRequest) { w.txn(&q.TransactionalID) }, noAnswer[*kmsg.EndTxnResponse]),
+	apis.TxnOffsetCommit: row(func(w *vcRewrite, q *kmsg.TxnOffsetCommitRequest) {
+		w.txn(&q.TransactionalID)
+		w.group(&q.Group)
+		// Topic ids from v6 (KIP-848's commit path).
+		each(q.Topics, func(t *kmsg.TxnOffsetCommitRequestTopic) { w.topicOrID(q.Version >= 6, &t.Topic, &t.TopicID) })
+	}, func(w *vcRewrite, p *kmsg.TxnOffsetCommitResponse) {
+		each(p.Topics, func(t *kmsg.TxnOffsetCommitResponseTopic) { w.topicOrID(p.Version >= 6, &t.Topic, &t.TopicID) })
+	}),
+	apis.DescribeProducers: row(func(w *vcRewrite, q *kmsg.DescribeProducersRequest) {
+		each(q.Topics, func(t *kmsg.DescribeProducersRequestTopic) { w.topic(&t.Topic) })
+	}, func(w *vcRewrite, p *kmsg.DescribeProducersResponse) {
+		each(p.Topics, func(t *kmsg.DescribeProducersResponseTopic) {
+			w.topic(&t.Topic)
+			each(t.Partitions, func(x *kmsg.DescribeProducersResponseTopicPartition) { w.msg(x.ErrorMessage) })
+		})
+	}),
+	apis.DescribeTransactions: row(func(w *vcRewrite, q *kmsg.DescribeTransactionsRequest) {
+		w.all(q.TransactionalIDs, w.txn)
+	}, func(w *vcRewrite, p *kmsg.DescribeTransactionsResponse) {
+		each(p.TransactionStates, func(x *kmsg.DescribeTransactionsResponseTransactionState) {
+			w.txn(&x.TransactionalID)
+			x.Topics = keep(x.Topics, func(t *kmsg.DescribeTransactionsResponseTransactionStateTopic) bool { return w.topic(&t.Topic) })
+		})
+	}),
+	apis.ListTransactions: row(func(w *vcRewrite, q *kmsg.ListTransactionsRequest) {
+		w.regex(&q.TransactionalIDPattern)
+	}, func(w *vcRewrite, p *kmsg.ListTransactionsResponse) {
+		p.TransactionStates = keep(p.TransactionStates, func(x *kmsg.ListTransactionsResponseTransactionState) bool {
+			return w.txn(&x.TransactionalID)
+		})
+	}),
+	apis.DescribeTopicPartitions: row(func(w *vcRewrite, q *kmsg.DescribeTopicPartitionsRequest) {
+		each(q.Topics, func(t *kmsg.DescribeTopicPartitionsRequestTopic) { w.topic(&t.Topic) })
+		if q.Cursor != nil {
+			w.topic(&q.Cursor.Topic)
+		}
+	}, func(w *vcRewrite, p *kmsg.DescribeTopicPartitionsResponse) {
+		p.Topics = keep(p.Topics, func(t *kmsg.DescribeTopicPartitionsResponseTopic) bool {
+			if t.Topic == nil {
+				return true
+			}
+			w.n.learn(t.TopicID, *t.Topic)
+			name := *t.Topic
+			if !w.topic(&name) {
+				return false
+			}
+			t.Topic = &name
+			return true
+		})
+		if c := p.NextCursor; c != nil && !w.topic(&c.Topic) {
+			p.NextCursor = nil // the listing went past the tenant's names: it is complete
+		}
+	}),
+	apis.ElectLeaders: row(func(w *vcRewrite, q *kmsg.ElectLeadersRequest) {
+		if q.Topics == nil {
+			w.ref = refuseUnscoped // every partition of the cluster
+			return
+		}
+		each(q.Topics, func(t *kmsg.ElectLeadersRequestTopic) { w.topic(&t.Topic) })
+	}, func(w *vcRewrite, p *kmsg.ElectLeadersResponse) {
+		each(p.Topics, func(t *kmsg.ElectLeadersResponseTopic) {
+			w.topic(&t.Topic)
+			each(t.Partitions, func(x *kmsg.ElectLeadersResponseTopicPartition) { w.msg(x.ErrorMessage) })
+		})
+	}),
+	apis.AlterPartitionAssignments: row(func(w *vcRewrite, q *kmsg.AlterPartitionAssignmentsRequest) {
+		each(q.Topics, func(t *kmsg.AlterPartitionAssignmentsRequestTopic) { w.topic(&t.Topic) })
+	}, func(w *vcRewrite, p *kmsg.AlterPartitionAssignmentsResponse) {
+		w.msg(p.ErrorMessage)
+		each(p.Topics, func(t *kmsg.AlterPartitionAssignmentsResponseTopic) {
+			w.topic(&t.Topic)
+			each(t.Partitions, func(x *kmsg.AlterPartitionAssignmentsResponseTopicPartition) { w.msg(x.ErrorMessage) })
+		})
+	}),
+	apis.ListPartitionReassignments: row(func(w *vcRewrite, q *kmsg.ListPartitionReassignmentsRequest) {
+		each(q.Topics, func(t *kmsg.ListPartitionReassignmentsRequestTopic) { w.topic(&t.Topic) })
+	}, func(w *vcRewrite, p *kmsg.ListPartitionReassignmentsResponse) {
+		w.msg(p.ErrorMessage)
+		p.Topics = keep(p.Topics, func(t *kmsg.ListPartitionReassignmentsResponseTopic) bool { return w.topic(&t.Topic) })
+	}),
+	apis.DescribeLogDirs: row(func(w *vcRewrite, q *kmsg.DescribeLogDirsRequest) {
+		each(q.Topics, func(t *kmsg.DescribeLogDirsRequestTopic) { w.topic(&t.Topic) })
+	}, func(w *vcRewrite, p *kmsg.DescribeLogDirsResponse) {
+		each(p.Dirs, func(d *kmsg.DescribeLogDirsResponseDir) {
+			d.Topics = keep(d.Topics, func(t *kmsg.DescribeLogDirsResponseDirTopic) bool { return w.topic(&t.Topic) })
+		})
+	}),
+	apis.ConsumerGroupHeartbeat: row(func(w *vcRewrite, q *kmsg.ConsumerGroupHeartbeatRequest) {
+		w.group(&q.Group)
+		w.all(q.SubscribedTopicNames, w.topic)
+		w.regex(&q.SubscribedTopicRegex)
+		each(q.Topics, func(t *kmsg.ConsumerGroupHeartbeatRequestTopic) { w.topicID(&t.TopicID) })
+	}, func(w *vcRewrite, p *kmsg.ConsumerGroupHeartbeatResponse) {
+		w.msg(p.ErrorMessage)
+		if a := p.Assignment; a != nil {
+			// A topic of another tenant the view knows is left out.
+			a.Topics = keep(a.Topics, func(t *kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic) bool {
+				return w.n.ids.owns(t.TopicID, w.n.prefix) || !w.n.ids.known(t.TopicID)
+			})
+		}
+	}),
+	apis.ConsumerGroupDescribe: row(func(w *vcRewrite, q *kmsg.ConsumerGroupDescribeRequest) {
+		w.all(q.Groups, w.group)
+	}, func(w *vcRewrite, p *kmsg.ConsumerGroupDescribeResponse) {
+		each(p.Groups, func(g *kmsg.ConsumerGroupDescribeResponseGroup) {
+			w.group(&g.Group)
+			w.msg(g.ErrorMessage)
+			each(g.Members, func(m *kmsg.ConsumerGroupDescribeResponseGroupMember) {
+				m.SubscribedTopics = keep(m.SubscribedTopics, w.topic)
+				if m.SubscribedTopicRegex != nil && !w.n.regexDown(m.SubscribedTopicRegex) {
+					m.SubscribedTopicRegex = nil
+				}
+				for _, a := range []*kmsg.Assignment{&m.Assignment, &m.TargetAssignment} {
+					a.TopicPartitions = keep(a.TopicPartitions, func(t *kmsg.AssignmentTopicPartition) bool { return w.topic(&t.Topic) })
+				}
+			})
+		})
+	}),
+	apis.ShareGroupHeartbeat: row(func(w *vcRewrite, q *kmsg.ShareGroupHeartbeatRequest) {
+		w.group(&q.GroupID)
+		w.all(q.SubscribedTopicNames, w.topic)
+	}, func(w *vcRewrite, p *kmsg.ShareGroupHeartbeatResponse) {
+		w.msg(p.ErrorMessage)
+	}),
+	apis.ShareGroupDescribe: row(func(w *vcRewrite, q *kmsg.ShareGroupDescribeRequest) {
+		w.all(q.GroupIDs, w.group)
+	}, func(w *vcRewrite, p *kmsg.ShareGroupDescribeResponse) {
+		each(p.Groups, func(g *kmsg.ShareGroupDescribeResponseGroup) {
+			w.group(&g.GroupID)
+			w.msg(g.ErrorMessage)
+			each(g.Members, func(m *kmsg.ShareGroupDescribeResponseGroupMember) {
+				m.SubscribedTopicNames = keep(m.SubscribedTopicNames, w.topic)
+				a := &m.Assignment
+				a.TopicPartitions = keep(a.TopicPartitions, func(t *kmsg.ShareGroupDescribeResponseGroupMemberAssignmentTopicPartition) bool {
+					return w.topic(&t.Topic)
+				})
+			})
+		})
+	}),
+	apis.DescribeShareGroupOffsets: row(func(w *vcRewrite, q *kmsg.DescribeShareGroupOffsetsRequest) {
+		each(q.Groups, func(g *kmsg.DescribeShareGroupOffsetsRequestGroup) {
+			w.group(&g.GroupID)
+			each(g.Topics, func(t *kmsg.DescribeShareGroupOffsetsRequestGroupTopic) { w.topic(&t.Topic) })
+		})
+	}, func(w *vcRewrite, p *kmsg.DescribeShareGroupOffsetsResponse) {
+		each(p.Groups, func(g *kmsg.DescribeShareGroupOffsetsResponseGroup) {
+			w.group(&g.GroupID)
+			w.msg(g.ErrorMessage)
+			g.Topics = keep(g.Topics, func(t *kmsg.DescribeShareGroupOffsetsResponseGroupTopic) bool { return w.topic(&t.Topic) })
+		})
+	}),
+	apis.AlterShareGroupOffsets: row(func(w *vcRewrite, q *kmsg.AlterShareGroupOffsetsRequest) {
+		w.group(&q.GroupID)
+		each(q.Topics, func(t *kmsg.AlterShareGroupOffsetsRequestTopic) { w.topic(&t.Topic) })
+	}, func(w *vcRewrite, p *kmsg.AlterShareGroupOffsetsResponse) {
+		w.msg(p.ErrorMessage)
+		each(p.Topics, func(t *kmsg.AlterShareGroupOffsetsResponseTopic) { w.topic(&t.Topic) })
+	}),
+	apis.DeleteShareGroupOffsets: row(func(w *vcRewrite, q *kmsg.DeleteShareGroupOffsetsRequest) {
+		w.group(&q.GroupID)
+		each(q.Topics, func(t *kmsg.DeleteShareGroupOffsetsRequestTopic) { w.topic(&t.Topic) })
+	}, func(w *vcRewrite, p *kmsg.DeleteShareGroupOffsetsResponse) {
+		w.msg(p.ErrorMessage)
+		each(p.Topics, func(t *kmsg.DeleteShareGroupOffsetsResponseTopic) {
+			w.topic(&t.Topic)
+			w.msg(t.ErrorMessage)
+		})
+	}),
+	apis.ShareFetch: row(func(w *vcRewrite, q *kmsg.ShareFetchRequest) {
+		w.group(q.GroupID)
+		each(q.Topics, func(t *kmsg.ShareFetchRequestTopic) { w.topicID(&t.TopicID) })
+		each(q.ForgottenTopicsData, func(t *kmsg.ShareFetchRequestForgottenTopicsData) { w.topicID(&t.TopicID) })
+	}, func(w *vcRewrite, p *kmsg.ShareFetchResponse) {
+		w.msg(p.ErrorMessage)
+		each(p.Topics, func(t *kmsg.ShareFetchResponseTopic) { w.topicID(&t.TopicID) })
+	}),
+	apis.ShareAcknowledge: row(func(w *vcRewrite, q *kmsg.ShareAcknowledgeRequest) {
+		w.group(q.GroupID)
+		each(q.Topics, func(t *kmsg.ShareAcknowledgeRequestTopic) { w.topicID(&t.TopicID) })
+	}, func(w *vcRewrite, p *kmsg.ShareAcknowledgeResponse) {
+		w.msg(p.ErrorMessage)
+		each(p.Topics, func(t *kmsg.ShareAcknowledgeResponseTopic) { w.topicID(&t.TopicID) })
+	}),
 }
 
 // idAsked reports whether the Metadata request named id.

@@ -562,3 +562,68 @@ func newDirect(t *testing.T, c *kfake.Cluster) *kgo.Client {
 	t.Cleanup(cl.Close)
 	return cl
 }
+
+// TestVirtualClusterRefusalNames: a request the table refuses part way
+// (a CreateTopics whose second topic name is empty, a DescribeConfigs
+// whose second resource is a client-metrics one) is answered in the
+// tenant's names: the answer (decoded with kmsg) never carries the
+// prefix the rewrite had put on the names before the refusal, and the
+// upstream never sees the request.
+func TestVirtualClusterRefusalNames(t *testing.T) {
+	c := startUpstream(t, 1)
+	seen := make(chan int16, 8)
+	for _, k := range []kmsg.Key{kmsg.CreateTopics, kmsg.DescribeConfigs} {
+		c.ControlKey(int16(k), func(r kmsg.Request) (kmsg.Response, error, bool) {
+			seen <- r.Key()
+			return nil, nil, false
+		})
+	}
+	srv := startGateway(t, c, func(o *proxy.Options) {
+		o.VirtualClusters = []proxy.VirtualCluster{{Name: "team-a", Prefix: "team-a.", Listener: "test"}}
+	})
+	ctx := ctxT(t, 20*time.Second)
+	cl := newClient(t, srv, nil)
+
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	for _, name := range []string{"orders", ""} {
+		tp := kmsg.NewCreateTopicsRequestTopic()
+		tp.Topic, tp.NumPartitions, tp.ReplicationFactor = name, 1, 1
+		ct.Topics = append(ct.Topics, tp)
+	}
+	ctResp, err := ct.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, tp := range ctResp.Topics {
+		got = append(got, tp.Topic)
+		if tp.ErrorCode == 0 {
+			t.Errorf("CreateTopics %q answered without an error", tp.Topic)
+		}
+	}
+	if !slices.Equal(got, []string{"orders", ""}) {
+		t.Errorf("CreateTopics refused: answer names %q, want the tenant's [orders \"\"]", got)
+	}
+
+	dc := kmsg.NewPtrDescribeConfigsRequest()
+	dc.Resources = []kmsg.DescribeConfigsRequestResource{
+		{ResourceType: kmsg.ConfigResourceTypeTopic, ResourceName: "orders"},
+		{ResourceType: kmsg.ConfigResourceTypeClientMetrics, ResourceName: "m"},
+	}
+	dcResp, err := dc.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = got[:0]
+	for _, r := range dcResp.Resources {
+		got = append(got, r.ResourceName)
+	}
+	if !slices.Equal(got, []string{"orders", "m"}) {
+		t.Errorf("DescribeConfigs refused: answer names %q, want the tenant's [orders m]", got)
+	}
+	select {
+	case k := <-seen:
+		t.Errorf("the upstream saw a refused %s", kmsg.NameForKey(k))
+	default:
+	}
+}
