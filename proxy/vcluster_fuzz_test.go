@@ -17,7 +17,8 @@ import (
 // cluster's rewrites: the Produce header walk (vcProduceFrame) must fail
 // or give a request kmsg decodes with every topic name and the
 // transactional id prefixed; the Fetch id walk and every table row's
-// request and answer rewrite must not panic. The seed corpus is
+// request and answer rewrite, and the in-place Produce v13+ id walk
+// (vcProduceIDs), must not panic. The seed corpus is
 // testdata/fuzz/FuzzVClusterRewrite (kmsg-encoded requests of the keys
 // the table has rows for).
 func FuzzVClusterRewrite(f *testing.F) {
@@ -25,6 +26,11 @@ func FuzzVClusterRewrite(f *testing.F) {
 		n := &vcNames{prefix: "team-a.", ids: &topicIDView{m: map[[16]byte]string{}}, mask: [16]byte{1}}
 		if key == 0 && version >= 0 && version <= 12 {
 			checkProduceRewrite(t, n, version, body)
+		}
+		if key == 0 && version >= 13 && version <= 13 {
+			frame := append(vcHeaderBytes(0, version), body...)
+			binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+			vcProduceIDs(vcHeader(t, 0, version), frame, n)
 		}
 		if key == 1 && version >= 13 && version <= 17 {
 			vcFetchIDs(vcHeader(t, key, version), append([]byte(nil), body...), n)
@@ -292,4 +298,84 @@ func BenchmarkVCProduceFrame(b *testing.B) {
 
 func vcTestNames() *vcNames {
 	return &vcNames{prefix: "team-a.", ids: &topicIDView{m: map[[16]byte]string{}}, mask: [16]byte{1}}
+}
+
+// TestVClusterProduceIDsInPlace: a Produce v13+ request without a
+// transactional id goes on as it was read, its foreign topic ids masked
+// in place and its own and its records untouched; with a transactional
+// id it is left to the copying walk; a truncated one fails unchanged.
+func TestVClusterProduceIDsInPlace(t *testing.T) {
+	own, foreign := [16]byte{1, 2, 3}, [16]byte{9, 8, 7}
+	for _, v := range []int16{13} {
+		n := vcTestNames()
+		n.mask = [16]byte{0x5a, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+		n.learn(own, "team-a.orders")
+		n.learn(foreign, "team-b.orders")
+		p := kmsg.NewPtrProduceRequest()
+		p.SetVersion(v)
+		p.Acks = 1
+		for _, id := range [][16]byte{own, foreign} {
+			tp := kmsg.NewProduceRequestTopic()
+			tp.TopicID = id
+			for i := range 2 {
+				pp := kmsg.NewProduceRequestTopicPartition()
+				pp.Partition = int32(i)
+				pp.Records = []byte(fmt.Sprintf("records of partition %d, moved as they are", i))
+				tp.Partitions = append(tp.Partitions, pp)
+			}
+			p.Topics = append(p.Topics, tp)
+		}
+		frame := append(vcHeaderBytes(0, v), p.AppendTo(nil)...)
+		binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+		h := vcHeader(t, 0, v)
+		inPlace, err := vcProduceIDs(h, frame, n)
+		if err != nil || !inPlace {
+			t.Fatalf("v%d: in place %v, err %v", v, inPlace, err)
+		}
+		got := kmsg.NewPtrProduceRequest()
+		got.SetVersion(v)
+		if err := got.ReadFrom(frame[4+h.Len:]); err != nil {
+			t.Fatalf("v%d: the masked frame does not decode: %v", v, err)
+		}
+		masked := foreign
+		for i := range masked {
+			masked[i] ^= n.mask[i]
+		}
+		if got.Topics[0].TopicID != own || got.Topics[1].TopicID != masked {
+			t.Fatalf("v%d: ids %x %x, want own %x kept and foreign masked to %x", v, got.Topics[0].TopicID, got.Topics[1].TopicID, own, masked)
+		}
+		for i := range got.Topics {
+			for j := range got.Topics[i].Partitions {
+				if string(got.Topics[i].Partitions[j].Records) != string(p.Topics[i].Partitions[j].Records) {
+					t.Fatalf("v%d: records changed", v)
+				}
+			}
+		}
+
+		// A transactional id grows by the prefix: not in place, unchanged.
+		txn := "tx"
+		p.TransactionID = &txn
+		frame = append(vcHeaderBytes(0, v), p.AppendTo(nil)...)
+		binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+		before := string(frame)
+		if inPlace, err := vcProduceIDs(h, frame, n); err != nil || inPlace || string(frame) != before {
+			t.Fatalf("v%d with a transactional id: in place %v, err %v, changed %v", v, inPlace, err, string(frame) != before)
+		}
+
+		// Truncated: an error, and nothing masked.
+		p.TransactionID = nil
+		frame = append(vcHeaderBytes(0, v), p.AppendTo(nil)...)
+		binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+		for cut := 4 + h.Len; cut < len(frame)-1; cut++ {
+			part := append([]byte(nil), frame[:cut]...)
+			before := string(part)
+			if _, err := vcProduceIDs(h, part, n); err == nil && cut < len(frame)-2 {
+				// Only the request's trailing tags may be missing.
+				t.Fatalf("v%d cut at %d of %d: no error", v, cut, len(frame))
+			}
+			if string(part) != before {
+				t.Fatalf("v%d cut at %d: a truncated frame was changed", v, cut)
+			}
+		}
+	}
 }

@@ -26,6 +26,20 @@ func (s *session) vcProduceFast(r *request, n *vcNames) (ok bool, err error) {
 	if err := s.readWholeOnce(r); err != nil {
 		return false, err
 	}
+	if r.h.Version >= 13 {
+		// Topic ids only (KIP-516): with no transactional id nothing
+		// changes length, so foreign ids are masked in place and the
+		// frame goes on as it was read, with no copy.
+		inPlace, err := vcProduceIDs(r.h, r.j.whole, n)
+		if err != nil {
+			return false, badRequest(closeMalformed, "produce request: %w", err)
+		}
+		if inPlace {
+			r.j.forward = r.j.whole
+			r.p.vc = n
+			return true, nil
+		}
+	}
 	var dst []byte
 	if s.local == nil && s.tun == nil {
 		// Written upstream by this read loop before the frame is done
@@ -107,33 +121,78 @@ func vcProduceFrame(dst []byte, h wire.RequestHeader, frame []byte, n *vcNames) 
 			}
 		}
 		start := w.off
-		np, _, err := w.arrayLen(flex)
-		if err != nil {
+		if err := w.skipProducePartitions(flex); err != nil {
 			return nil, false, err
-		}
-		for range np {
-			if _, err := w.take(4); err != nil { // partition
-				return nil, false, err
-			}
-			if err := w.skipBytes(flex); err != nil { // records, as they are
-				return nil, false, err
-			}
-			if flex {
-				if err := w.skipTags(); err != nil {
-					return nil, false, err
-				}
-			}
-		}
-		if flex {
-			if err := w.skipTags(); err != nil {
-				return nil, false, err
-			}
 		}
 		out = append(out, body[start:w.off]...)
 	}
 	out = append(out, body[w.off:]...) // the request's tags
 	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
 	return out, false, nil
+}
+
+// vcProduceIDs masks, in place, every topic id of a Produce v13+ frame
+// (size prefix included) that is not the tenant's; inPlace is false, and
+// nothing is changed, when the request has a transactional id, which
+// grows by the prefix and so needs vcProduceFrame's copy.
+func vcProduceIDs(h wire.RequestHeader, frame []byte, n *vcNames) (inPlace bool, err error) {
+	if len(frame) < 4+h.Len {
+		return false, errVCShort
+	}
+	flex := h.Flexible
+	w := vcWalk{b: frame[4+h.Len:]}
+	if _, null, err := w.str(flex); err != nil || !null { // transactional id
+		return false, err
+	}
+	if _, err := w.take(6); err != nil { // acks, timeout
+		return false, err
+	}
+	nt, _, err := w.arrayLen(flex)
+	if err != nil {
+		return false, err
+	}
+	// Walk it all before masking anything: a truncated frame is refused
+	// as it came.
+	ids := make([]int, 0, 1)
+	for range nt {
+		ids = append(ids, w.off)
+		if _, err := w.take(16); err != nil {
+			return false, err
+		}
+		if err := w.skipProducePartitions(flex); err != nil {
+			return false, err
+		}
+	}
+	for _, at := range ids {
+		n.idUp((*[16]byte)(w.b[at : at+16]))
+	}
+	return true, nil
+}
+
+// skipProducePartitions walks one Produce topic's partitions (index,
+// records as they are, tags) and the topic's own tags.
+func (w *vcWalk) skipProducePartitions(flex bool) error {
+	np, _, err := w.arrayLen(flex)
+	if err != nil {
+		return err
+	}
+	for range np {
+		if _, err := w.take(4); err != nil { // partition
+			return err
+		}
+		if err := w.skipBytes(flex); err != nil { // records
+			return err
+		}
+		if flex {
+			if err := w.skipTags(); err != nil {
+				return err
+			}
+		}
+	}
+	if flex {
+		return w.skipTags()
+	}
+	return nil
 }
 
 // vcFetchFast checks a Fetch v13+ request's topic ids, masking those
