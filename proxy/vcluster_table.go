@@ -61,6 +61,9 @@ type vcNames struct {
 	// asked are the topic ids a Metadata request named (a copy of the
 	// session's vcNames carries them to the answer).
 	asked [][16]byte
+	// listAll are the groups (tenant names) an OffsetFetch v10+ asked
+	// for all their topics: their answers list ids (idListed).
+	listAll []string
 }
 
 // up is name upstream.
@@ -444,9 +447,14 @@ var vcTable = map[int16]*vcEntry{
 			for i := range p.Groups {
 				g := &p.Groups[i]
 				n.down(&g.Group)
+				all := slices.Contains(n.listAll, g.Group)
 				out := g.Topics[:0]
 				for _, t := range g.Topics {
-					if p.Version >= 10 {
+					if p.Version >= 10 && all {
+						if !n.idListed(t.TopicID) {
+							continue
+						}
+					} else if p.Version >= 10 {
 						n.idDown(&t.TopicID)
 					} else if !n.down(&t.Topic) {
 						continue // all topics of the group: one not the tenant's
