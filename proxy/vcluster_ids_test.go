@@ -121,3 +121,91 @@ func TestVClusterOffsetFetchUnlearntIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestVClusterInternalTopicsHidden: the cluster's internal topics hold
+// every tenant's offsets and transactions; a tenant is shown none of
+// them (README, "Internal topics"), as Kafka shows none to a principal
+// without DESCRIBE on them: not in an all-topics listing, not by name
+// (which is the tenant's own name, prefixed, and nothing is created
+// for it), and not through a KIP-848 regex that matches every name.
+func TestVClusterInternalTopicsHidden(t *testing.T) {
+	s := startVC(t, "builtin", "port-per-broker")
+	ctx := ctxT(t, 60*time.Second)
+	a := s.client(t, "team-a")
+	adm := kadm.NewClient(a)
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	tx := s.client(t, "team-a", kgo.TransactionalID("tx"), kgo.DefaultProduceTopic("orders"))
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.ProduceSync(ctx, kgo.StringRecord("v")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	// A KIP-848 group subscribed by a regex matching every name; it
+	// commits, so the offsets topic exists.
+	c := s.client(t, "team-a", kgo.ConsumerGroup("g"), kgo.ConsumeRegex(), kgo.ConsumeTopics(".*"),
+		kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	for got := 0; got < 1; {
+		fs := c.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("no record consumed: %v", err)
+		}
+		fs.EachRecord(func(*kgo.Record) { got++ })
+	}
+	if err := c.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	internal := []string{"__consumer_offsets", "__transaction_state"}
+	backend, err := s.direct.ListTopicsWithInternal(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range internal {
+		if !backend.Has(name) {
+			t.Fatalf("the backend has no %s: nothing to hide (%v)", name, backend.Names())
+		}
+	}
+	listed, err := adm.ListTopicsWithInternal(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := listed.Names(); len(names) != 1 || names[0] != "orders" {
+		t.Errorf("team-a lists %v, want [orders]", names)
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	for _, name := range internal {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(name)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tp := range resp.Topics {
+		if tp.ErrorCode == 0 || tp.IsInternal || len(tp.Partitions) > 0 {
+			t.Errorf("team-a asked %v: error %d internal %v, %d partitions", tp.Topic, tp.ErrorCode, tp.IsInternal, len(tp.Partitions))
+		}
+	}
+	for _, topic := range c.GetConsumeTopics() {
+		if topic != "orders" {
+			t.Errorf("the regex group consumes %q", topic)
+		}
+	}
+	after, err := s.direct.ListTopicsWithInternal(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range after.Names() {
+		if name == "team-a.__consumer_offsets" || name == "team-a.__transaction_state" {
+			t.Errorf("asking by name created %s", name)
+		}
+	}
+}
