@@ -69,6 +69,7 @@ func (s *session) stageVCluster(r *request) (bool, error) {
 			}
 		}
 	}
+	n = vcListAll(n, req) // before e.req: the tenant's group names
 	if ref := e.req(n, req); ref != nil {
 		return s.vcRefuse(r, ref)
 	}

@@ -61,6 +61,9 @@ type vcNames struct {
 	// asked are the topic ids a Metadata request named (a copy of the
 	// session's vcNames carries them to the answer).
 	asked [][16]byte
+	// listAll are the groups (tenant names) an OffsetFetch v10+ asked
+	// for all their topics: their answers list ids (idListed).
+	listAll []string
 }
 
 // up is name upstream.
@@ -440,7 +443,13 @@ var vcTable = map[int16]*vcEntry{
 		each(p.Groups, func(g *kmsg.OffsetFetchResponseGroup) {
 			w.group(&g.Group)
 			// All topics of the group: one not the tenant's is left out.
+			// Asked for all, v10+ lists ids the tenant may not have
+			// learnt yet: those pass as they are (idListed).
+			all := p.Version >= 10 && slices.Contains(w.n.listAll, g.Group)
 			g.Topics = keep(g.Topics, func(t *kmsg.OffsetFetchResponseGroupTopic) bool {
+				if all {
+					return w.n.idListed(t.TopicID)
+				}
 				return w.topicOrID(p.Version >= 10, &t.Topic, &t.TopicID)
 			})
 		})
