@@ -23,6 +23,13 @@ var errVCShort = errors.New("request ends inside a field")
 // vcProduceFast rewrites a Produce request; ok is false when the
 // decoded path must decide (an empty topic name, which it refuses).
 func (s *session) vcProduceFast(r *request, n *vcNames) (ok bool, err error) {
+	if r.h.Version >= 13 && r.j.whole == nil && vcProduceHeadID(r.h, r.buf, n) {
+		// One topic, by id, no transactional id: its id was checked
+		// (and masked if foreign) in the read buffer, and the frame goes
+		// on as a plain one does, its records spliced.
+		r.p.vc = n
+		return true, nil
+	}
 	if err := s.readWholeOnce(r); err != nil {
 		return false, err
 	}
@@ -129,6 +136,35 @@ func vcProduceFrame(dst []byte, h wire.RequestHeader, frame []byte, n *vcNames) 
 	out = append(out, body[w.off:]...) // the request's tags
 	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
 	return out, false, nil
+}
+
+// vcProduceHeadID handles the common Produce v13+ request from the
+// start of its frame alone (head: the size prefix and as much of the
+// frame as the read buffer holds): with no transactional id and a single
+// topic, the topic id is the request's only name, and it lies in the
+// head. It masks that id in place if it is not the tenant's and returns
+// true; false (nothing changed) for any other request, or when the head
+// ends before the id: the whole frame is read and walked instead.
+func vcProduceHeadID(h wire.RequestHeader, head []byte, n *vcNames) bool {
+	if len(head) < 4+h.Len {
+		return false
+	}
+	w := vcWalk{b: head[4+h.Len:]}
+	if _, null, err := w.str(h.Flexible); err != nil || !null { // transactional id
+		return false
+	}
+	if _, err := w.take(6); err != nil { // acks, timeout
+		return false
+	}
+	if nt, _, err := w.arrayLen(h.Flexible); err != nil || nt != 1 {
+		return false
+	}
+	id, err := w.take(16)
+	if err != nil {
+		return false
+	}
+	n.idUp((*[16]byte)(id))
+	return true
 }
 
 // vcProduceIDs masks, in place, every topic id of a Produce v13+ frame

@@ -460,6 +460,37 @@ func testVirtualClusterHostile(t *testing.T, mode string) {
 	if len(fresp.Topics) != 1 || fresp.Topics[0].TopicID != bID || len(fresp.Topics[0].Partitions) != 1 || fresp.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicID.Code {
 		t.Errorf("team-a's Fetch of team-b's id: %+v", fresp.Topics)
 	}
+	// Produce v13 to team-b's id (one topic, no transactional id: the
+	// head-only path, vcProduceHeadID): UNKNOWN_TOPIC_ID for the id
+	// asked, and nothing written to team-b.x.
+	before, err := s.direct.ListEndOffsets(ctx, "team-b.x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := kmsg.NewPtrProduceRequest()
+	pr.SetVersion(13)
+	pr.Acks, pr.TimeoutMillis = 1, 5000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.TopicID = bID
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pp.Records = testBatch() // versions_test.go
+	pt.Partitions = append(pt.Partitions, pp)
+	pr.Topics = append(pr.Topics, pt)
+	prr, err := a.Broker(int(leader)).Request(ctx, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	presp := prr.(*kmsg.ProduceResponse)
+	if len(presp.Topics) != 1 || presp.Topics[0].TopicID != bID || len(presp.Topics[0].Partitions) != 1 || presp.Topics[0].Partitions[0].ErrorCode != kerr.UnknownTopicID.Code {
+		t.Errorf("team-a's Produce v13 to team-b's id: %+v", presp.Topics)
+	}
+	after, err := s.direct.ListEndOffsets(ctx, "team-b.x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, a := before["team-b.x"][0].Offset, after["team-b.x"][0].Offset; a != b {
+		t.Errorf("team-a's Produce v13 wrote to team-b.x: end offset %d -> %d", b, a)
+	}
 	// A regex that would close the gateway's group and match everything.
 	lt := kmsg.NewPtrListTransactionsRequest()
 	lt.SetVersion(2)
