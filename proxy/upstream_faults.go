@@ -52,9 +52,13 @@ func (s *Server) dialUpstreamRetrying(ctx context.Context, node int32, stop <-ch
 	}
 }
 
-// resetConn makes Close send a TCP reset (SO_LINGER 0) instead of a FIN.
+// resetConn closes c's socket with a TCP reset (SO_LINGER 0) instead of a
+// FIN. It closes the socket itself, under the TLS layers (tlsClient,
+// tls.Conn, batchConn): closing a TLS connection first sends a
+// close_notify alert, which the client reads as EOF before the reset
+// reaches it — the very answer the reset is there to avoid. The caller
+// still closes c (which then writes nothing).
 func resetConn(c net.Conn) {
-	// Through the TLS layers (tlsClient, tls.Conn, batchConn).
 	for {
 		u, ok := c.(interface{ NetConn() net.Conn })
 		if !ok {
@@ -64,6 +68,7 @@ func resetConn(c net.Conn) {
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0)
+		_ = tc.Close()
 	}
 }
 
