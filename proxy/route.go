@@ -217,11 +217,15 @@ func (t *tunnel) conn(node int32) (*brokerConn, error) {
 		delete(t.conns, node)
 		t.s.hooks.UpstreamConns(-1, node)
 	}
+	if err := t.s.srv.tunnelDials.held(node); err != nil {
+		return nil, err // route_dial.go
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.s.srv.opts.DialTimeout)
 	defer cancel()
 	start := time.Now()
 	c, _, err := t.s.srv.dialUpstream(ctx, node)
 	t.s.hooks.UpstreamDial(node, time.Since(start), err)
+	t.s.srv.tunnelDials.done(node, err)
 	if err != nil {
 		return nil, err
 	}
