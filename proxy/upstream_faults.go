@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"time"
+
+	"github.com/tollgate-kafka/tollgate/apis"
 )
 
 // How a session rides out an upstream broker that is restarting or away
@@ -13,13 +15,28 @@ import (
 //   - The upstream dial is retried with backoff within the dial timeout:
 //     a broker that comes back within it is invisible to the client.
 //   - A session that ends on an upstream failure before the client got
-//     any response is reset (RST), not closed (FIN). A client that reads
+//     any response (but to ApiVersions or SASL: connectionSetup) is
+//     reset (RST), not closed (FIN). A client that reads
 //     EOF as the first answer on a new connection takes it for a TLS or
 //     SASL misconfiguration (franz-go's ErrFirstReadEOF fails the request
 //     instead of retrying); a reset is a network error every client
 //     retries, as it retries "connection refused" from a broker that is
 //     down. Once a response was written the close stays graceful, so a
 //     response already sent is never discarded by the client's kernel.
+
+// connectionSetup reports whether key is a request a client sends to set
+// its connection up (ApiVersions, SaslHandshake, SaslAuthenticate): an
+// answer to one does not make the close graceful (session.answered).
+// franz-go counts no response on a connection until one to another
+// request, and takes EOF before that for a TLS or SASL misconfiguration
+// (ErrFirstReadEOF), failing the request instead of retrying it; a
+// single-port gateway answers ApiVersions itself, so a session whose
+// upstream then fails would otherwise end in exactly that EOF. A reset
+// is safe there: a setup answer the reset discards is asked again on the
+// client's next connection.
+func connectionSetup(key int16) bool {
+	return key == apis.ApiVersions || key == apis.SASLHandshake || key == apis.SASLAuthenticate
+}
 
 // Backoff between upstream dial attempts of one session.
 const (

@@ -143,3 +143,43 @@ func TestUpstreamDownResetsTLSClient(t *testing.T) {
 		t.Fatalf("first read with the upstream down: %v, want ECONNRESET", err)
 	}
 }
+
+// TestSinglePortUpstreamDownAfterApiVersions: a single-port session whose
+// upstream fails after the client's ApiVersions was answered, before any
+// other answer, resets the connection too. franz-go does not count the
+// ApiVersions answer (nor SASL's) as a response on the connection: EOF on
+// the next read is its ErrFirstReadEOF ("is SASL missing?"), which fails
+// a producer's records instead of retrying them.
+func TestSinglePortUpstreamDownAfterApiVersions(t *testing.T) {
+	c := startUpstream(t, 1, kfake.SeedTopics(1, "t"))
+	srv := startServer(t, proxy.Options{
+		Listeners: []proxy.ListenerOptions{{Name: "t", Listen: "127.0.0.1:0",
+			SinglePort: &proxy.SinglePortOptions{}}},
+		Bootstrap:   c.ListenAddrs(),
+		DialTimeout: 300 * time.Millisecond,
+		Logger:      testLogger(t),
+	})
+	rc := dialRaw(t, srv.Addr(0).String())
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.SetVersion(3)
+	av.ClientSoftwareName, av.ClientSoftwareVersion = "t", "1"
+	if _, _, ok := rc.roundTrip(av); !ok {
+		t.Fatal("no ApiVersions answer with the upstream up")
+	}
+	c.Close() // the upstream goes away
+	req := kmsg.NewPtrInitProducerIDRequest()
+	req.SetVersion(4)
+	req.TransactionTimeoutMillis = 60000
+	rc.corr++
+	rc.c.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := rc.c.Write(rc.f.AppendRequest(nil, req, rc.corr)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := rc.c.Read(make([]byte, 4))
+	if n > 0 {
+		t.Fatalf("InitProducerID answered with the upstream down (%d bytes); the test needs a request that fails", n)
+	}
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("read after ApiVersions with the upstream down: %v, want ECONNRESET", err)
+	}
+}
