@@ -43,6 +43,11 @@ func TestSinglePortDialHold(t *testing.T) {
 		if r := DialReason(err); r != DialConnect {
 			t.Fatalf("part %d: reason %q (%v), want %q", i, r, err, DialConnect)
 		}
+		// The session closes as upstream_error (reset before any
+		// answer), not as the client's error.
+		if re, ok := errors.AsType[*requestError](err); !ok || re.reason != closeUpstreamError {
+			t.Fatalf("part %d: %v closes the session as %v, want %v", i, err, re, closeUpstreamError)
+		}
 	}
 	if n := dials.Load(); n >= parts/2 {
 		t.Fatalf("%d dials for %d request parts while the broker refused: no hold between them", n, parts)

@@ -505,6 +505,7 @@ type requestError struct {
 }
 
 func (e *requestError) Error() string { return e.err.Error() }
+func (e *requestError) Unwrap() error { return e.err }
 
 func badRequest(reason closeReason, format string, args ...any) error {
 	return &requestError{reason: reason, err: fmt.Errorf(format, args...)}
