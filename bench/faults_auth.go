@@ -115,6 +115,10 @@ func FaultNeedsGateway(f string) bool {
 // 2 s), so clients see their connections reset.
 const authWindow = 4 * time.Second
 
+// faultDialTimeout is the gateway's upstream.dial_timeout in the fault
+// runs (faultEnv.configYAML).
+const faultDialTimeout = 2 * time.Second
+
 const (
 	authMechanism = "SCRAM-SHA-512"
 	authUser      = "tollgate" // the gateway's principal upstream
@@ -554,6 +558,11 @@ func (a *authRun) tlsCycle(ctx context.Context, cycle int) {
 		a.fail("reload with both CAs: %v", err)
 		return
 	}
+	// A handshake that began before the reload verifies against the old
+	// CA alone: an operator serves the new CA's certificate once no such
+	// handshake is left (the gateway reads upstream.tls at each dial, and
+	// a handshake is bounded by the dial timeout).
+	time.Sleep(faultDialTimeout)
 	if leaf, err = next.issue(); err != nil {
 		a.fail("%v", err)
 		return
@@ -616,6 +625,7 @@ func (a *authRun) tlsCycle(ctx context.Context, cycle int) {
 	if !a.recovered(ctx, start, end, nil) {
 		return
 	}
+	time.Sleep(faultDialTimeout) // handshakes begun before the reload fail (and count) before the next step's baseline
 	a.note("cycle %d untrusted CA for %v: %d connections dropped, %v dial errors (tls_certificate), %d records acknowledged meanwhile, then CA file replaced and reloaded", cycle, end.Sub(start).Round(time.Millisecond), n, broken, during)
 
 	// 4. The gateway's listener certificate (mode sni).
