@@ -30,10 +30,11 @@ import (
 // franz-go counts no response on a connection until one to another
 // request, and takes EOF before that for a TLS or SASL misconfiguration
 // (ErrFirstReadEOF), failing the request instead of retrying it; a
-// single-port gateway answers ApiVersions itself, so a session whose
-// upstream then fails would otherwise end in exactly that EOF. A reset
-// is safe there: a setup answer the reset discards is asked again on the
-// client's next connection.
+// session whose upstream fails right after the ApiVersions answer (a
+// single-port session's next request dials another broker) would
+// otherwise end in exactly that EOF. A reset is safe there: a setup
+// answer the reset discards is asked again on the client's next
+// connection.
 func connectionSetup(key int16) bool {
 	return key == apis.ApiVersions || key == apis.SASLHandshake || key == apis.SASLAuthenticate
 }
