@@ -236,6 +236,9 @@ func RunFault(ctx context.Context, cfg FaultsConfig, fault, mode string) (FaultR
 	if isNetFault(fault) {
 		return runNetFault(ctx, cfg, fault, mode) // faults_net.go
 	}
+	if isAuthFault(fault) {
+		return runAuthFault(ctx, cfg, fault, mode) // faults_auth.go
+	}
 	res := FaultResult{Fault: fault, Mode: mode, Cycles: cfg.Cycles}
 	ctx, cancel := context.WithTimeout(ctx, faultRunBound)
 	defer cancel()

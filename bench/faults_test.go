@@ -75,8 +75,8 @@ func TestFaults(t *testing.T) {
 		modes = strings.Split(m, ",")
 	}
 	for _, f := range FaultNames {
-		if isNetFault(f) {
-			continue // TestNetFaults
+		if isNetFault(f) || isAuthFault(f) {
+			continue // TestNetFaults, TestAuthFaults
 		}
 		for _, m := range modes {
 			t.Run(f+"/"+m, func(t *testing.T) {

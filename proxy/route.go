@@ -217,13 +217,20 @@ func (t *tunnel) conn(node int32) (*brokerConn, error) {
 		delete(t.conns, node)
 		t.s.hooks.UpstreamConns(-1, node)
 	}
+	// A failure is the upstream's: a request that needs the broker and
+	// cannot have it closes the session as upstream_error (reset before
+	// any answer, upstream_faults.go), not as the client's error.
+	if err := t.s.srv.tunnelDials.held(node); err != nil {
+		return nil, &requestError{reason: closeUpstreamError, err: err} // route_dial.go
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), t.s.srv.opts.DialTimeout)
 	defer cancel()
 	start := time.Now()
 	c, _, err := t.s.srv.dialUpstream(ctx, node)
 	t.s.hooks.UpstreamDial(node, time.Since(start), err)
+	t.s.srv.tunnelDials.done(node, err)
 	if err != nil {
-		return nil, err
+		return nil, &requestError{reason: closeUpstreamError, err: err}
 	}
 	t.s.hooks.UpstreamConns(1, node)
 	bc := newBrokerConn(node, c, t.clientID)

@@ -64,6 +64,7 @@ type Server struct {
 	policy       atomic.Pointer[policy.Engine] // nil: no policy
 	viewOnce     sync.Once
 	view         *clusterView          // single-port routing's cluster view (route_view.go)
+	tunnelDials  dialHolds             // single-port: brokers whose last dial failed (route_dial.go)
 	discoveryErr atomic.Pointer[error] // outcome of the last broker discovery (upstream mode)
 	discoverMu   sync.Mutex            // serialises discoverFirst
 	names        topicNames            // topic id -> name, from Metadata responses

@@ -95,7 +95,7 @@ type session struct {
 	draining bool
 
 	started  time.Time
-	answered atomic.Bool // a response has been written to the client (set by the write loop)
+	answered atomic.Bool // a response but ApiVersions' and SASL's has been written to the client (set by the write loop; upstream_faults.go)
 	opened   bool        // ConnOpened was called (run's goroutine only)
 
 	heldBody int64 // budget reserved for the current request's owned body (read loop only; body.go)
@@ -505,6 +505,7 @@ type requestError struct {
 }
 
 func (e *requestError) Error() string { return e.err.Error() }
+func (e *requestError) Unwrap() error { return e.err }
 
 func badRequest(reason closeReason, format string, args ...any) error {
 	return &requestError{reason: reason, err: fmt.Errorf(format, args...)}
@@ -771,7 +772,9 @@ func (s *session) writeLoop() error {
 		if err != nil {
 			return err
 		}
-		s.answered.Store(true)
+		if !connectionSetup(p.key) {
+			s.answered.Store(true)
+		}
 		if p.closeAfter {
 			return errAuthFailed
 		}

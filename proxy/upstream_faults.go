@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"time"
+
+	"github.com/tollgate-kafka/tollgate/apis"
 )
 
 // How a session rides out an upstream broker that is restarting or away
@@ -13,13 +15,29 @@ import (
 //   - The upstream dial is retried with backoff within the dial timeout:
 //     a broker that comes back within it is invisible to the client.
 //   - A session that ends on an upstream failure before the client got
-//     any response is reset (RST), not closed (FIN). A client that reads
+//     any response (but to ApiVersions or SASL: connectionSetup) is
+//     reset (RST), not closed (FIN). A client that reads
 //     EOF as the first answer on a new connection takes it for a TLS or
 //     SASL misconfiguration (franz-go's ErrFirstReadEOF fails the request
 //     instead of retrying); a reset is a network error every client
 //     retries, as it retries "connection refused" from a broker that is
 //     down. Once a response was written the close stays graceful, so a
 //     response already sent is never discarded by the client's kernel.
+
+// connectionSetup reports whether key is a request a client sends to set
+// its connection up (ApiVersions, SaslHandshake, SaslAuthenticate): an
+// answer to one does not make the close graceful (session.answered).
+// franz-go counts no response on a connection until one to another
+// request, and takes EOF before that for a TLS or SASL misconfiguration
+// (ErrFirstReadEOF), failing the request instead of retrying it; a
+// session whose upstream fails right after the ApiVersions answer (a
+// single-port session's next request dials another broker) would
+// otherwise end in exactly that EOF. A reset is safe there: a setup
+// answer the reset discards is asked again on the client's next
+// connection.
+func connectionSetup(key int16) bool {
+	return key == apis.ApiVersions || key == apis.SASLHandshake || key == apis.SASLAuthenticate
+}
 
 // Backoff between upstream dial attempts of one session.
 const (
@@ -52,9 +70,13 @@ func (s *Server) dialUpstreamRetrying(ctx context.Context, node int32, stop <-ch
 	}
 }
 
-// resetConn makes Close send a TCP reset (SO_LINGER 0) instead of a FIN.
+// resetConn closes c's socket with a TCP reset (SO_LINGER 0) instead of a
+// FIN. It closes the socket itself, under the TLS layers (tlsClient,
+// tls.Conn, batchConn): closing a TLS connection first sends a
+// close_notify alert, which the client reads as EOF before the reset
+// reaches it — the very answer the reset is there to avoid. The caller
+// still closes c (which then writes nothing).
 func resetConn(c net.Conn) {
-	// Through the TLS layers (tlsClient, tls.Conn, batchConn).
 	for {
 		u, ok := c.(interface{ NetConn() net.Conn })
 		if !ok {
@@ -64,6 +86,7 @@ func resetConn(c net.Conn) {
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0)
+		_ = tc.Close()
 	}
 }
 

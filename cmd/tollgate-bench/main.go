@@ -287,8 +287,8 @@ func faultsCmd(ctx context.Context, tollgateBin, dir, faults, modes string, cycl
 	rep := &bench.FaultsReport{}
 	for _, f := range splitFlag(faults) {
 		for _, m := range splitFlag(modes) {
-			if m == bench.ModeDirect && (f == bench.FaultRestart || f == bench.FaultKill) {
-				continue // no gateway to restart
+			if m == bench.ModeDirect && bench.FaultNeedsGateway(f) {
+				continue // no gateway to restart, or between clients and upstream
 			}
 			c := cfg
 			c.Faults, c.Modes = []string{f}, []string{m}
