@@ -23,7 +23,11 @@ var syscallEvents = []string{
 	"syscalls:sys_enter_futex", "syscalls:sys_enter_nanosleep", "syscalls:sys_enter_setsockopt",
 	"syscalls:sys_enter_getsockopt", "syscalls:sys_enter_sched_yield", "syscalls:sys_enter_tgkill",
 	"syscalls:sys_enter_rt_sigreturn", "syscalls:sys_enter_madvise", "syscalls:sys_enter_mmap",
-	"syscalls:sys_enter_pipe2", "syscalls:sys_enter_close",
+	"syscalls:sys_enter_pipe2", "syscalls:sys_enter_close", "syscalls:sys_enter_sendmsg",
+	// Not system calls: packets the process put on a device (loopback
+	// here: each one is also a receive, and often a wake-up, of the peer)
+	// and data-ready wake-ups it caused on receiving sockets.
+	"net:net_dev_xmit", "sock:sk_data_ready",
 }
 
 // syscallCounter is `perf stat` attached to a child for one window.
@@ -98,6 +102,10 @@ func parsePerfStat(data []byte) (map[string]int64, error) {
 			name = "all"
 		case strings.HasPrefix(name, "syscalls:sys_enter_"):
 			name = strings.TrimPrefix(name, "syscalls:sys_enter_")
+		case name == "net:net_dev_xmit":
+			name = "xmit"
+		case name == "sock:sk_data_ready":
+			name = "data_ready"
 		}
 		counts[name] = n
 	}
