@@ -236,13 +236,19 @@ func (f *fetchStream) records(n, tail int) error {
 	n += tail
 	f.left -= n
 	f.ended = tail > 0
-	// The pending fields and the records' buffered head go in one writev.
+	// The pending fields and the records' buffered head go in one writev;
+	// when a splice of the rest follows, with MSG_MORE, so that they leave
+	// in the splice's segments (writeMore).
 	if b := min(ur.Buffered(), n); b > 0 {
 		head, _ := ur.Peek(b)
 		var err error
-		if len(f.out) == 0 {
+		switch {
+		case b < n:
+			err = writeMore(s.client, f.out, head)
+			f.out = f.out[:0]
+		case len(f.out) == 0:
 			_, err = s.client.Write(head)
-		} else {
+		default:
 			f.bufs = append(f.bufs[:0], f.out, head)
 			_, err = f.bufs.WriteTo(s.client)
 			f.out = f.out[:0]
@@ -252,8 +258,12 @@ func (f *fetchStream) records(n, tail int) error {
 		}
 		ur.Discard(b)
 		n -= b
-	} else if err := f.flush(); err != nil {
-		return err
+	} else if len(f.out) > 0 {
+		err := writeMore(s.client, f.out) // the splice follows
+		f.out = f.out[:0]
+		if err != nil {
+			return clientWriteErr{err}
+		}
 	}
 	if n > 0 {
 		return s.copyToClient(clientWriter{s.client}, int64(n))

@@ -660,7 +660,7 @@ func (s *session) forward(buf []byte, size int) error {
 	}
 	n := s.cr.Buffered()
 	head, _ := s.cr.Peek(n)
-	if _, err := s.up.Write(head); err != nil {
+	if err := writeMore(s.up, head); err != nil { // the rest follows at once
 		return upstreamWriteErr(err)
 	}
 	s.cr.Discard(n)
@@ -960,7 +960,7 @@ func (s *session) relaySplice(p pending, total int) error {
 	}
 	n := s.ur.Buffered()
 	head, _ := s.ur.Peek(n)
-	if _, err := s.client.Write(head); err != nil {
+	if err := writeMore(s.client, head); err != nil { // the rest follows at once
 		return err
 	}
 	s.ur.Discard(n)
