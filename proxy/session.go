@@ -61,6 +61,11 @@ type session struct {
 	up     net.Conn
 	ur     *bufio.Reader
 	upAddr string
+	// upRaw is up's descriptor when up is a plain TCP connection: the
+	// idle write loop waits on it for the next response (awaitUpstream).
+	upRaw     syscall.RawConn
+	idleMu    sync.Mutex // guards upWaiting and the pokes of up's read deadline
+	upWaiting bool       // the write loop is in awaitUpstream's wait
 	// built-in mode
 	local LocalConn
 	// single-port mode (route.go): the read loop routes every request
@@ -236,6 +241,7 @@ func (s *session) run() {
 	// every request already read — within the drain timeout, so a silent
 	// upstream cannot hold the session.
 	close(s.queue)
+	s.wakeWriter()
 	t := time.NewTimer(s.srv.opts.DrainTimeout)
 	select {
 	case <-writerDone:
@@ -284,7 +290,11 @@ func (s *session) connectBackend() error {
 		return err
 	}
 	s.hooks.UpstreamConns(1, s.node)
-	if !s.adopt(func() { s.up, s.upAddr = up, addr }) {
+	var raw syscall.RawConn
+	if tc, ok := up.(*net.TCPConn); ok {
+		raw, _ = tc.SyscallConn()
+	}
+	if !s.adopt(func() { s.up, s.upAddr, s.upRaw = up, addr, raw }) {
 		// Shutdown closed the session while it was dialing.
 		up.Close()
 		s.hooks.UpstreamConns(-1, s.node)
@@ -629,6 +639,9 @@ func (s *session) push(p pending) error {
 	*pp = p
 	select {
 	case s.queue <- pp:
+		if p.local != nil {
+			s.wakeWriter() // no upstream response will wake it for this one
+		}
 		return nil
 	case <-s.closed:
 		putPending(pp)
@@ -756,7 +769,11 @@ func (s *session) handleLocal(h wire.RequestHeader, size int, expectResponse boo
 // writeLoop writes responses in request order until the queue is closed
 // and drained.
 func (s *session) writeLoop() error {
-	for pp := range s.queue {
+	for {
+		pp, ok := s.nextPending()
+		if !ok {
+			return nil
+		}
 		p := *pp
 		putPending(pp)
 		// A client that stops reading cannot hold the write loop forever;
@@ -775,11 +792,67 @@ func (s *session) writeLoop() error {
 		if p.closeAfter {
 			return errAuthFailed
 		}
-		if len(s.queue) == 0 {
-			s.idleWriter()
-		}
 	}
-	return nil
+}
+
+// nextPending takes the next queue entry; ok is false once the queue is
+// closed and empty. With none queued, the write loop gives back what it
+// holds (idleWriter) and waits for the upstream's next response
+// (awaitUpstream) before it waits on the queue: the read loop queues an
+// entry before it forwards the request, so by the time the response
+// arrives the entry is there, and queuing it wakes nobody. A goroutine
+// woken through the queue for every request (a futex wake, a spinning
+// thread) cost more than the netpoll wake-up the response brings anyway.
+func (s *session) nextPending() (*pending, bool) {
+	select {
+	case pp, ok := <-s.queue:
+		return pp, ok
+	default:
+	}
+	s.idleWriter()
+	s.awaitUpstream()
+	pp, ok := <-s.queue
+	return pp, ok
+}
+
+// awaitUpstream waits until the upstream connection is readable, the
+// read loop pokes (wakeWriter: it queued an entry the upstream does not
+// answer, or closed the queue), or the connection closes. It returns at
+// once where it cannot wait so (no plain TCP upstream, bytes already
+// buffered). A spurious return costs nothing but the wait on the queue
+// that follows, which is what every entry had before.
+func (s *session) awaitUpstream() {
+	if s.upRaw == nil || s.ur != nil && s.ur.Buffered() > 0 {
+		return
+	}
+	s.idleMu.Lock()
+	s.upWaiting = true
+	s.idleMu.Unlock()
+	waited := false
+	// The first call asks for a wait for readability (no system call);
+	// the second, after it, ends the wait. A poke is a read deadline in
+	// the past, which ends it with an error, as a close does.
+	s.upRaw.Read(func(uintptr) bool {
+		done := waited
+		waited = true
+		return done
+	})
+	s.idleMu.Lock()
+	s.upWaiting = false
+	s.up.SetReadDeadline(time.Time{}) // a poke must not cut the reads that follow
+	s.idleMu.Unlock()
+}
+
+// wakeWriter ends the write loop's awaitUpstream wait, if it is in it.
+func (s *session) wakeWriter() {
+	if s.upRaw == nil {
+		return
+	}
+	s.idleMu.Lock()
+	if s.upWaiting {
+		s.up.SetReadDeadline(time.Unix(1, 0))
+	}
+	s.idleMu.Unlock()
 }
 
 // largeLocalBody is the in-memory answer size from which writeLocal
