@@ -66,6 +66,7 @@ type session struct {
 	upRaw     syscall.RawConn
 	idleMu    sync.Mutex // guards upWaiting and the pokes of up's read deadline
 	upWaiting bool       // the write loop is in awaitUpstream's wait
+	upr       upReader   // what ur reads: up, each read bounded while upr.max > 0
 	// built-in mode
 	local LocalConn
 	// single-port mode (route.go): the read loop routes every request
@@ -954,9 +955,18 @@ func (s *session) writeLocal(p pending) error {
 func (s *session) relayResponse(p pending) error {
 	if s.ur == nil {
 		s.ur = readerPool.Get().(*bufio.Reader)
-		s.ur.Reset(s.up)
+		s.upr.c = s.up
+		s.ur.Reset(&s.upr)
+	}
+	if s.ur.Buffered() == 0 && upstreamPath(&p) == pathStream {
+		// A streamed Fetch's fields are its first few hundred bytes and
+		// its records are spliced after what the buffer holds: a first
+		// read of 64 KiB would move that much through user space twice
+		// (read, then written to the client) for nothing.
+		s.upr.max = fetchFirstRead
 	}
 	hdr, err := s.ur.Peek(8)
+	s.upr.max = 0
 	if err != nil {
 		return &backendError{fmt.Errorf("read %s response: %w", apiName(p.key), truncated(err))}
 	}
@@ -984,6 +994,23 @@ func (s *session) relayResponse(p pending) error {
 		return s.relayRewritten(p, total)
 	}
 	return s.relaySplice(p, total)
+}
+
+// fetchFirstRead bounds the first read of a streamed Fetch response.
+const fetchFirstRead = 4 << 10
+
+// upReader is the upstream as the write loop's buffer reads it: each
+// read at most max bytes while max > 0.
+type upReader struct {
+	c   net.Conn
+	max int
+}
+
+func (u *upReader) Read(b []byte) (int, error) {
+	if u.max > 0 && len(b) > u.max {
+		b = b[:u.max]
+	}
+	return u.c.Read(b)
 }
 
 // writePath is how the write side moves one upstream response to the
