@@ -283,7 +283,7 @@ func (f *fetchStream) rewriteTail() error {
 		return &backendError{fmt.Errorf("read Fetch response: %w", truncated(err))}
 	}
 	f.left = 0
-	out, _, err := rewrite.FetchTags(tail, f.s.mapper)
+	out, _, err := rewrite.FetchTags(tail, &f.s.mapper)
 	if err != nil {
 		return err
 	}

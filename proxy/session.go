@@ -66,7 +66,9 @@ type session struct {
 	upRaw     syscall.RawConn
 	idleMu    sync.Mutex // guards upWaiting and the pokes of up's read deadline
 	upWaiting bool       // the write loop is in awaitUpstream's wait
-	upr       upReader   // what ur reads: up, each read bounded while upr.max > 0
+	upWaited  bool       // awaitUpstream's wait has happened (write loop only)
+	upWaitFn  func(uintptr) bool
+	upr       upReader // what ur reads: up, each read bounded while upr.max > 0
 	// built-in mode
 	local LocalConn
 	// single-port mode (route.go): the read loop routes every request
@@ -829,15 +831,18 @@ func (s *session) awaitUpstream() {
 	s.idleMu.Lock()
 	s.upWaiting = true
 	s.idleMu.Unlock()
-	waited := false
-	// The first call asks for a wait for readability (no system call);
-	// the second, after it, ends the wait. A poke is a read deadline in
-	// the past, which ends it with an error, as a close does.
-	s.upRaw.Read(func(uintptr) bool {
-		done := waited
-		waited = true
-		return done
-	})
+	// upWaitFn's first call asks for a wait for readability (no system
+	// call); the second, after it, ends the wait. A poke is a read
+	// deadline in the past, which ends it with an error, as a close does.
+	if s.upWaitFn == nil {
+		s.upWaitFn = func(uintptr) bool {
+			done := s.upWaited
+			s.upWaited = true
+			return done
+		}
+	}
+	s.upWaited = false
+	s.upRaw.Read(s.upWaitFn)
 	s.idleMu.Lock()
 	s.upWaiting = false
 	s.up.SetReadDeadline(time.Time{}) // a poke must not cut the reads that follow
@@ -1176,7 +1181,7 @@ func (s *session) rewrite(p pending, body []byte) (out []byte, changed bool, err
 		}
 		return out, true, err
 	}
-	out, changed, err = rewrite.Response(p.key, p.version, body, s.mapper)
+	out, changed, err = rewrite.Response(p.key, p.version, body, &s.mapper) // a pointer: the value would be boxed, an allocation per response
 	if err != nil {
 		return nil, false, fmt.Errorf("rewrite %s v%d response: %w", apiName(p.key), p.version, err)
 	}
