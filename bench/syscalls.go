@@ -30,6 +30,34 @@ var syscallEvents = []string{
 	"net:net_dev_xmit", "sock:sk_data_ready",
 }
 
+// availableEvents drops the tracepoints this kernel does not have (perf
+// stat refuses the whole list for one unknown event: sock:sk_data_ready
+// is recent), where tracefs shows which it has; elsewhere it keeps all.
+func availableEvents(events []string) []string {
+	var root string
+	for _, r := range []string{"/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"} {
+		if _, err := os.Stat(r); err == nil {
+			root = r
+			break
+		}
+	}
+	if root == "" {
+		return events
+	}
+	var out []string
+	for _, e := range events {
+		sys, name, _ := strings.Cut(e, ":")
+		if sys == "raw_syscalls" || sys == "syscalls" {
+			out = append(out, e) // the system calls themselves: as before
+			continue
+		}
+		if _, err := os.Stat(root + "/" + sys + "/" + name); err == nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // syscallCounter is `perf stat` attached to a child for one window.
 type syscallCounter struct {
 	cmd  *exec.Cmd
@@ -45,7 +73,7 @@ func startSyscalls(pid int) (*syscallCounter, error) {
 		return nil, fmt.Errorf("syscalls: %w", err)
 	}
 	f.Close()
-	cmd := exec.Command("perf", "stat", "-x", ",", "-o", f.Name(), "-e", strings.Join(syscallEvents, ","), "-p", strconv.Itoa(pid))
+	cmd := exec.Command("perf", "stat", "-x", ",", "-o", f.Name(), "-e", strings.Join(availableEvents(syscallEvents), ","), "-p", strconv.Itoa(pid))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
