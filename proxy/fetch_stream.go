@@ -42,6 +42,9 @@ type fetchStream struct {
 	left     int    // bytes of the frame not yet consumed
 	out      []byte // pending output, flushed before each splice
 	bufs     net.Buffers
+	// ended: the frame's end went out with the last record set
+	// (records), so nothing of it is left to walk.
+	ended bool
 }
 
 // fetchTopicRef names a response topic by name (v12) or id (v13+).
@@ -106,7 +109,7 @@ func (f *fetchStream) walk(version int16) error {
 	if err != nil {
 		return err
 	}
-	for range topics {
+	for t := range topics {
 		start := len(f.out)
 		if version >= 13 {
 			err = f.copy(16) // TopicID
@@ -123,10 +126,13 @@ func (f *fetchStream) walk(version int16) error {
 		if err != nil {
 			return err
 		}
-		for range parts {
-			if err := f.partition(); err != nil {
+		for i := range parts {
+			if err := f.partition(t == topics-1 && i == parts-1); err != nil {
 				return err
 			}
+		}
+		if f.ended {
+			return nil
 		}
 		if err := f.copyTags(); err != nil {
 			return err
@@ -135,9 +141,19 @@ func (f *fetchStream) walk(version int16) error {
 	return f.rewriteTail()
 }
 
+// emptyTail is the end of a Fetch response after the last partition's
+// records when every tagged-field section left is empty: the partition's,
+// the topic's and the response's, one zero count each. Three sections in
+// three bytes can only be empty (a field takes a count, a tag and a size),
+// so such an end carries no endpoint to rewrite.
+const emptyTail = 3
+
 // partition copies one partition: its fixed fields, aborted transactions,
-// preferred read replica, records (spliced when large) and tags.
-func (f *fetchStream) partition() error {
+// preferred read replica, records (spliced when large) and tags. last
+// says it is the frame's last partition: when only an empty tail follows
+// its records, the tail goes with them (records) instead of being read
+// and written on its own.
+func (f *fetchStream) partition(last bool) error {
 	// Partition, ErrorCode, HighWatermark, LastStableOffset, LogStartOffset
 	// (kept in the buffer to be read back below).
 	if err := f.room(30); err != nil {
@@ -172,13 +188,20 @@ func (f *fetchStream) partition() error {
 		return err
 	}
 	if n > 0 {
-		if err := f.records(int(n - 1)); err != nil {
+		tail := 0
+		if last && f.left-int(n-1) == emptyTail {
+			tail = emptyTail
+		}
+		if err := f.records(int(n-1), tail); err != nil {
 			return err
 		}
 		res.bytes = int(n - 1)
 	}
 	if f.collect {
 		f.results = append(f.results, res)
+	}
+	if f.ended {
+		return nil
 	}
 	return f.copyTags()
 }
@@ -199,23 +222,33 @@ func topicRef(b []byte, version int16) fetchTopicRef {
 }
 
 // records moves n record bytes: small sets through the buffer, large ones
-// as the buffered part plus a socket-to-socket copy.
-func (f *fetchStream) records(n int) error {
-	if n > f.left {
+// as the buffered part plus a socket-to-socket copy. A large set moves
+// tail more bytes with it, the frame's empty end (emptyTail), so that the
+// response does not end with a read and a write of three bytes.
+func (f *fetchStream) records(n, tail int) error {
+	if n+tail > f.left {
 		return fmt.Errorf("%w: %d record bytes, %d left in the frame", errFetchShape, n, f.left)
 	}
 	if n <= streamCopyMax {
 		return f.copy(n)
 	}
 	ur, s := f.s.ur, f.s
+	n += tail
 	f.left -= n
-	// The pending fields and the records' buffered head go in one writev.
+	f.ended = tail > 0
+	// The pending fields and the records' buffered head go in one writev;
+	// when a splice of the rest follows, with MSG_MORE, so that they leave
+	// in the splice's segments (writeMore).
 	if b := min(ur.Buffered(), n); b > 0 {
 		head, _ := ur.Peek(b)
 		var err error
-		if len(f.out) == 0 {
+		switch {
+		case b < n:
+			err = writeMore(s.client, f.out, head)
+			f.out = f.out[:0]
+		case len(f.out) == 0:
 			_, err = s.client.Write(head)
-		} else {
+		default:
 			f.bufs = append(f.bufs[:0], f.out, head)
 			_, err = f.bufs.WriteTo(s.client)
 			f.out = f.out[:0]
@@ -225,8 +258,12 @@ func (f *fetchStream) records(n int) error {
 		}
 		ur.Discard(b)
 		n -= b
-	} else if err := f.flush(); err != nil {
-		return err
+	} else if len(f.out) > 0 {
+		err := writeMore(s.client, f.out) // the splice follows
+		f.out = f.out[:0]
+		if err != nil {
+			return clientWriteErr{err}
+		}
 	}
 	if n > 0 {
 		return s.copyToClient(clientWriter{s.client}, int64(n))
@@ -246,7 +283,7 @@ func (f *fetchStream) rewriteTail() error {
 		return &backendError{fmt.Errorf("read Fetch response: %w", truncated(err))}
 	}
 	f.left = 0
-	out, _, err := rewrite.FetchTags(tail, f.s.mapper)
+	out, _, err := rewrite.FetchTags(tail, &f.s.mapper)
 	if err != nil {
 		return err
 	}

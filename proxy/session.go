@@ -61,6 +61,14 @@ type session struct {
 	up     net.Conn
 	ur     *bufio.Reader
 	upAddr string
+	// upRaw is up's descriptor when up is a plain TCP connection: the
+	// idle write loop waits on it for the next response (awaitUpstream).
+	upRaw     syscall.RawConn
+	idleMu    sync.Mutex // guards upWaiting and the pokes of up's read deadline
+	upWaiting bool       // the write loop is in awaitUpstream's wait
+	upWaited  bool       // awaitUpstream's wait has happened (write loop only)
+	upWaitFn  func(uintptr) bool
+	upr       upReader // what ur reads: up, each read bounded while upr.max > 0
 	// built-in mode
 	local LocalConn
 	// single-port mode (route.go): the read loop routes every request
@@ -236,6 +244,7 @@ func (s *session) run() {
 	// every request already read — within the drain timeout, so a silent
 	// upstream cannot hold the session.
 	close(s.queue)
+	s.wakeWriter()
 	t := time.NewTimer(s.srv.opts.DrainTimeout)
 	select {
 	case <-writerDone:
@@ -284,7 +293,11 @@ func (s *session) connectBackend() error {
 		return err
 	}
 	s.hooks.UpstreamConns(1, s.node)
-	if !s.adopt(func() { s.up, s.upAddr = up, addr }) {
+	var raw syscall.RawConn
+	if tc, ok := up.(*net.TCPConn); ok {
+		raw, _ = tc.SyscallConn()
+	}
+	if !s.adopt(func() { s.up, s.upAddr, s.upRaw = up, addr, raw }) {
 		// Shutdown closed the session while it was dialing.
 		up.Close()
 		s.hooks.UpstreamConns(-1, s.node)
@@ -630,6 +643,9 @@ func (s *session) push(p pending) error {
 	*pp = p
 	select {
 	case s.queue <- pp:
+		if p.local != nil {
+			s.wakeWriter() // no upstream response will wake it for this one
+		}
 		return nil
 	case <-s.closed:
 		putPending(pp)
@@ -661,7 +677,7 @@ func (s *session) forward(buf []byte, size int) error {
 	}
 	n := s.cr.Buffered()
 	head, _ := s.cr.Peek(n)
-	if _, err := s.up.Write(head); err != nil {
+	if err := writeMore(s.up, head); err != nil { // the rest follows at once
 		return upstreamWriteErr(err)
 	}
 	s.cr.Discard(n)
@@ -757,7 +773,11 @@ func (s *session) handleLocal(h wire.RequestHeader, size int, expectResponse boo
 // writeLoop writes responses in request order until the queue is closed
 // and drained.
 func (s *session) writeLoop() error {
-	for pp := range s.queue {
+	for {
+		pp, ok := s.nextPending()
+		if !ok {
+			return nil
+		}
 		p := *pp
 		putPending(pp)
 		// A client that stops reading cannot hold the write loop forever;
@@ -778,11 +798,70 @@ func (s *session) writeLoop() error {
 		if p.closeAfter {
 			return errAuthFailed
 		}
-		if len(s.queue) == 0 {
-			s.idleWriter()
+	}
+}
+
+// nextPending takes the next queue entry; ok is false once the queue is
+// closed and empty. With none queued, the write loop gives back what it
+// holds (idleWriter) and waits for the upstream's next response
+// (awaitUpstream) before it waits on the queue: the read loop queues an
+// entry before it forwards the request, so by the time the response
+// arrives the entry is there, and queuing it wakes nobody. A goroutine
+// woken through the queue for every request (a futex wake, a spinning
+// thread) cost more than the netpoll wake-up the response brings anyway.
+func (s *session) nextPending() (*pending, bool) {
+	select {
+	case pp, ok := <-s.queue:
+		return pp, ok
+	default:
+	}
+	s.idleWriter()
+	s.awaitUpstream()
+	pp, ok := <-s.queue
+	return pp, ok
+}
+
+// awaitUpstream waits until the upstream connection is readable, the
+// read loop pokes (wakeWriter: it queued an entry the upstream does not
+// answer, or closed the queue), or the connection closes. It returns at
+// once where it cannot wait so (no plain TCP upstream, bytes already
+// buffered). A spurious return costs nothing but the wait on the queue
+// that follows, which is what every entry had before.
+func (s *session) awaitUpstream() {
+	if s.upRaw == nil || s.ur != nil && s.ur.Buffered() > 0 {
+		return
+	}
+	s.idleMu.Lock()
+	s.upWaiting = true
+	s.idleMu.Unlock()
+	// upWaitFn's first call asks for a wait for readability (no system
+	// call); the second, after it, ends the wait. A poke is a read
+	// deadline in the past, which ends it with an error, as a close does.
+	if s.upWaitFn == nil {
+		s.upWaitFn = func(uintptr) bool {
+			done := s.upWaited
+			s.upWaited = true
+			return done
 		}
 	}
-	return nil
+	s.upWaited = false
+	s.upRaw.Read(s.upWaitFn)
+	s.idleMu.Lock()
+	s.upWaiting = false
+	s.up.SetReadDeadline(time.Time{}) // a poke must not cut the reads that follow
+	s.idleMu.Unlock()
+}
+
+// wakeWriter ends the write loop's awaitUpstream wait, if it is in it.
+func (s *session) wakeWriter() {
+	if s.upRaw == nil {
+		return
+	}
+	s.idleMu.Lock()
+	if s.upWaiting {
+		s.up.SetReadDeadline(time.Unix(1, 0))
+	}
+	s.idleMu.Unlock()
 }
 
 // largeLocalBody is the in-memory answer size from which writeLocal
@@ -884,9 +963,18 @@ func (s *session) writeLocal(p pending) error {
 func (s *session) relayResponse(p pending) error {
 	if s.ur == nil {
 		s.ur = readerPool.Get().(*bufio.Reader)
-		s.ur.Reset(s.up)
+		s.upr.c = s.up
+		s.ur.Reset(&s.upr)
+	}
+	if s.ur.Buffered() == 0 && upstreamPath(&p) == pathStream {
+		// A streamed Fetch's fields are its first few hundred bytes and
+		// its records are spliced after what the buffer holds: a first
+		// read of 64 KiB would move that much through user space twice
+		// (read, then written to the client) for nothing.
+		s.upr.max = fetchFirstRead
 	}
 	hdr, err := s.ur.Peek(8)
+	s.upr.max = 0
 	if err != nil {
 		return &backendError{fmt.Errorf("read %s response: %w", apiName(p.key), truncated(err))}
 	}
@@ -914,6 +1002,23 @@ func (s *session) relayResponse(p pending) error {
 		return s.relayRewritten(p, total)
 	}
 	return s.relaySplice(p, total)
+}
+
+// fetchFirstRead bounds the first read of a streamed Fetch response.
+const fetchFirstRead = 4 << 10
+
+// upReader is the upstream as the write loop's buffer reads it: each
+// read at most max bytes while max > 0.
+type upReader struct {
+	c   net.Conn
+	max int
+}
+
+func (u *upReader) Read(b []byte) (int, error) {
+	if u.max > 0 && len(b) > u.max {
+		b = b[:u.max]
+	}
+	return u.c.Read(b)
 }
 
 // writePath is how the write side moves one upstream response to the
@@ -963,7 +1068,7 @@ func (s *session) relaySplice(p pending, total int) error {
 	}
 	n := s.ur.Buffered()
 	head, _ := s.ur.Peek(n)
-	if _, err := s.client.Write(head); err != nil {
+	if err := writeMore(s.client, head); err != nil { // the rest follows at once
 		return err
 	}
 	s.ur.Discard(n)
@@ -1079,7 +1184,7 @@ func (s *session) rewrite(p pending, body []byte) (out []byte, changed bool, err
 		}
 		return out, true, err
 	}
-	out, changed, err = rewrite.Response(p.key, p.version, body, s.mapper)
+	out, changed, err = rewrite.Response(p.key, p.version, body, &s.mapper) // a pointer: the value would be boxed, an allocation per response
 	if err != nil {
 		return nil, false, fmt.Errorf("rewrite %s v%d response: %w", apiName(p.key), p.version, err)
 	}

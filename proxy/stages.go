@@ -99,7 +99,16 @@ func (s *session) stageRequestSize(r *request) (bool, error) {
 
 // stageHeader peeks the header prefix (up to the whole frame or the
 // buffer, whichever is smaller) and parses it.
+//
+// A frame larger than the buffer (a large Produce) is forwarded as its
+// buffered head and a socket-to-socket copy of the rest, so filling the
+// buffer first would only move up to 64 KiB through user space in one
+// more read call: when what the idle wait already read holds the header
+// (and a Produce's acks), that is the head.
 func (s *session) stageHeader(r *request) (bool, error) {
+	if 4+r.size > bufSize && s.shortHead(r) {
+		return false, nil
+	}
 	peek := min(4+r.size, bufSize)
 	buf, err := s.cr.Peek(peek)
 	if err != nil {
@@ -110,6 +119,27 @@ func (s *session) stageHeader(r *request) (bool, error) {
 		return false, badRequest(closeMalformed, "request header: %w", err)
 	}
 	return false, nil
+}
+
+// shortHead sets r.buf and r.h from the bytes already buffered when they
+// hold the header and, for a Produce, the acks field (stageAcks); it
+// reports false, changing nothing, when they do not.
+func (s *session) shortHead(r *request) bool {
+	buf, err := s.cr.Peek(s.cr.Buffered())
+	if err != nil || len(buf) < 4 {
+		return false
+	}
+	h, err := wire.ParseRequestHeader(buf[4:])
+	if err != nil {
+		return false
+	}
+	if h.Key == apis.Produce {
+		if _, err := produceAcks(h, buf[4:]); err != nil {
+			return false
+		}
+	}
+	r.buf, r.h = buf, h
+	return true
 }
 
 // stageVersionGuard refuses keys and versions this build cannot decode
