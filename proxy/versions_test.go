@@ -82,8 +82,11 @@ func upstreamVersions(t testing.TB, c *kfake.Cluster) map[int16][2]int16 {
 }
 
 // testBatch is a one-record, uncompressed v2 record batch with a valid CRC.
-func testBatch() []byte {
-	rec := kmsg.Record{Value: []byte("v")}
+func testBatch() []byte { return testBatchOf([]byte("v")) }
+
+// testBatchOf is testBatch with value as its record's value.
+func testBatchOf(value []byte) []byte {
+	rec := kmsg.Record{Value: value}
 	recBytes := rec.AppendTo(nil)
 	b := kmsg.RecordBatch{
 		PartitionLeaderEpoch: -1, Magic: 2, LastOffsetDelta: 0,
