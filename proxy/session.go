@@ -225,7 +225,11 @@ func (s *session) run() {
 	go func() {
 		defer close(writerDone)
 		if err := s.writeLoop(); err != nil {
-			s.close(s.writeCloseReason(err), err)
+			reason := s.writeCloseReason(err)
+			if reason == closeWriteTimeout {
+				err = fmt.Errorf("the client read nothing of a response for %v (frame_timeout): %w", s.srv.opts.FrameTimeout, err)
+			}
+			s.close(reason, err)
 		}
 	}()
 	reason, err := s.readLoop()
