@@ -3,7 +3,11 @@ package proxy_test
 import (
 	"context"
 	"crypto/rand"
+	"fmt"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -107,4 +111,89 @@ func TestStalledReaderClosed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStalledReaderSendBuffer: the bytes the kernel queues for a client
+// that stopped reading are bounded by the gateway's SO_SNDBUF
+// (SocketSendBufferBytes, the kernel doubling it), not the megabytes
+// autotuning grows a send buffer to (net.ipv4.tcp_wmem's maximum).
+func TestStalledReaderSendBuffer(t *testing.T) {
+	const sndbuf = 64 << 10
+	c := startUpstream(t, 1, kfake.SeedTopics(1, "big"))
+	srv := startGateway(t, c, func(o *proxy.Options) { o.SocketSendBufferBytes = sndbuf })
+	ctx := ctxT(t, 60*time.Second)
+	cl := newClient(t, srv, nil, kgo.DefaultProduceTopic("big"))
+	val := make([]byte, 64<<10)
+	rand.Read(val)
+	for range 128 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn := stallFetch(t, srv.Addr(0).String(), 12)
+	defer conn.Close()
+	local := conn.LocalAddr().(*net.TCPAddr).Port
+	// The gateway's side of the connection: its send queue, once it stops
+	// growing.
+	var queued, last int64 = 0, -1
+	waitFor(t, ctx, "the gateway's send queue to settle", func() bool {
+		last, queued = queued, sendQueue(t, local)
+		time.Sleep(100 * time.Millisecond)
+		return queued > 0 && queued == last
+	})
+	if limit := int64(2*sndbuf + 64<<10); queued > limit {
+		t.Fatalf("the kernel holds %d bytes for the stalled client, want at most %d (SO_SNDBUF %d, doubled by the kernel)", queued, limit, sndbuf)
+	}
+}
+
+// stallFetch connects with a 4 KiB receive buffer, sends one Fetch of
+// the given version for partition 0 of "big" from offset 0, and reads
+// nothing.
+func stallFetch(t *testing.T, addr string, version int16) net.Conn {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10) })
+	}}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(version)
+	req.ReplicaID, req.MaxWaitMillis, req.MaxBytes, req.SessionEpoch = -1, 100, 16<<20, -1
+	tp := kmsg.NewFetchRequestTopic()
+	tp.Topic = "big"
+	p := kmsg.NewFetchRequestTopicPartition()
+	p.Partition, p.FetchOffset, p.PartitionMaxBytes, p.CurrentLeaderEpoch, p.LogStartOffset = 0, 0, 8<<20, -1, -1
+	tp.Partitions = append(tp.Partitions, p)
+	req.Topics = append(req.Topics, tp)
+	if _, err := conn.Write(kmsg.NewRequestFormatter(kmsg.FormatterClientID("stalled")).AppendRequest(nil, req, 1)); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// sendQueue is the send queue (tx_queue in /proc/net/tcp) of the socket
+// whose peer is 127.0.0.1:peerPort: the gateway's side of a client's
+// connection.
+func sendQueue(t *testing.T, peerPort int) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Skipf("no /proc/net/tcp: %v", err)
+	}
+	want := fmt.Sprintf("0100007F:%04X", peerPort)
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 5 || f[2] != want {
+			continue
+		}
+		tx, _, _ := strings.Cut(f[4], ":")
+		n, err := strconv.ParseInt(tx, 16, 64)
+		if err != nil {
+			t.Fatalf("tx_queue %q: %v", f[4], err)
+		}
+		return n
+	}
+	return 0
 }
