@@ -152,6 +152,10 @@ type pending struct {
 	// (single-port Produce and Fetch, route_nodes.go), so the write side
 	// does not decode it again to rewrite them.
 	addressed bool
+	// answerSlot: a single-port Fetch or ShareFetch holding its session's
+	// answer slot (route.go, awaitAnswerSlot), freed once its answer is
+	// written.
+	answerSlot bool
 	// vc, for a session in a virtual cluster, is the view the answer is
 	// rewritten with (vcAnswer, before merge and addresses); nil: as is.
 	vc *vcNames
@@ -774,6 +778,9 @@ func (s *session) writeLoop() error {
 		}
 		if err != nil {
 			return err
+		}
+		if p.answerSlot {
+			<-s.tun.answerSlot
 		}
 		s.answered.Store(true)
 		if p.closeAfter {

@@ -85,7 +85,7 @@ func TestStalledReaderClosed(t *testing.T) {
 				p.Partition, p.FetchOffset, p.PartitionMaxBytes, p.CurrentLeaderEpoch, p.LogStartOffset = 0, 0, 8<<20, -1, -1
 				tp.Partitions = append(tp.Partitions, p)
 				req.Topics = append(req.Topics, tp)
-				frames = f.AppendRequest(frames, req, int32(i+1))
+				frames = append(frames, f.AppendRequest(nil, req, int32(i+1))...) // AppendRequest sizes from dst[0]
 			}
 			if _, err := conn.Write(frames); err != nil {
 				t.Fatal(err)
@@ -151,6 +151,12 @@ func TestStalledReaderSendBuffer(t *testing.T) {
 // nothing.
 func stallFetch(t *testing.T, addr string, version int16) net.Conn {
 	t.Helper()
+	return stallFetches(t, addr, version, 1)
+}
+
+// stallFetches is stallFetch sending n Fetches at once.
+func stallFetches(t *testing.T, addr string, version int16, n int) net.Conn {
+	t.Helper()
 	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10) })
 	}}
@@ -167,7 +173,12 @@ func stallFetch(t *testing.T, addr string, version int16) net.Conn {
 	p.Partition, p.FetchOffset, p.PartitionMaxBytes, p.CurrentLeaderEpoch, p.LogStartOffset = 0, 0, 8<<20, -1, -1
 	tp.Partitions = append(tp.Partitions, p)
 	req.Topics = append(req.Topics, tp)
-	if _, err := conn.Write(kmsg.NewRequestFormatter(kmsg.FormatterClientID("stalled")).AppendRequest(nil, req, 1)); err != nil {
+	var frames []byte
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("stalled"))
+	for i := range n {
+		frames = append(frames, f.AppendRequest(nil, req, int32(i+1))...) // AppendRequest sizes from dst[0]
+	}
+	if _, err := conn.Write(frames); err != nil {
 		t.Fatal(err)
 	}
 	return conn
@@ -197,3 +208,47 @@ func sendQueue(t *testing.T, peerPort int) int64 {
 	}
 	return 0
 }
+
+// TestSinglePortStalledReaderHoldsOneAnswer: a single-port session reads
+// each Fetch answer whole before writing it, so a client that pipelines
+// Fetches and stops reading must not make it read (and hold) the answers
+// of all of them: the next Fetch goes upstream only once the previous
+// answer is written. Without that, all 8 reach the broker (a gateway
+// over the built-in broker, which counts what it answers).
+func TestSinglePortStalledReaderHoldsOneAnswer(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	up := startBuiltinWith(t, func(o *proxy.Options) { o.Hooks = metrics.New(reg) })
+	ctx := ctxT(t, 60*time.Second)
+	pcl := newClient(t, up, nil, kgo.DefaultProduceTopic("big"), kgo.AllowAutoTopicCreation())
+	val := make([]byte, 64<<10)
+	rand.Read(val)
+	for range 128 {
+		if err := pcl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := startServer(t, proxy.Options{
+		Listeners: []proxy.ListenerOptions{{Name: "sp", Listen: "127.0.0.1:0", SinglePort: &proxy.SinglePortOptions{}}},
+		Bootstrap: []string{up.Addr(0).String()},
+		Logger:    testLogger(t),
+	})
+	fetches := func() float64 {
+		return counterValue(t, reg, "tollgate_requests_total", map[string]string{"api": "Fetch"})
+	}
+	conn := stallFetches(t, srv.Addr(0).String(), 12, 8)
+	defer conn.Close()
+	local := conn.LocalAddr().(*net.TCPAddr).Port
+	// The first answer fills the sockets and the gateway's write blocks.
+	var queued, last int64 = 0, -1
+	waitFor(t, ctx, "the gateway's send queue to settle", func() bool {
+		last, queued = queued, sendQueue(t, local)
+		time.Sleep(100 * time.Millisecond)
+		return queued > 0 && queued == last
+	})
+	if n := fetches(); n != 1 {
+		t.Fatalf("the upstream answered %v Fetches of a client that reads nothing, want 1 (one answer held)", n)
+	}
+}
+
+// stallFetch connects with a 4 KiB receive buffer, sends one Fetch of
+// the given version for partition 0 of "big" from offset 0, and reads
