@@ -178,9 +178,9 @@ type SlowReadersReport struct {
 	ProduceRatio float64 `json:"produce_ratio"`
 	ConsumeRatio float64 `json:"consume_ratio"`
 	ReaderRatio  float64 `json:"reader_ratio"`
-	// Memory: the largest RSS of the baseline phases, of the stalled
-	// phases, the process's peak (VmHWM), and the bound: the baseline's
-	// RSS plus stalled connections × slowConnBytes.
+	// Memory: the largest RSS of the first baseline phase (before any
+	// stall), of the stalled phases, the process's peak (VmHWM), and the
+	// bound: the baseline's RSS plus stalled connections × PerConnBound.
 	BaselineRSS   int64 `json:"baseline_rss_bytes"`
 	StalledRSS    int64 `json:"stalled_rss_bytes"`
 	PeakRSS       int64 `json:"peak_rss_bytes"`
@@ -208,9 +208,20 @@ func (r *SlowReadersReport) Met() bool {
 
 const slowTopic, slowGoodTopic = "slow", "good"
 
-// stallSettle is the wait between opening the stalled connections and
-// the stalled phase's window.
-const stallSettle = 2 * time.Second
+// settleStalls waits, after the stalled connections are opened, until
+// the kernel's TCP memory stops growing (their answers are queued as far
+// as they go): at least 2s, at most 15s.
+func settleStalls(ctx context.Context) {
+	start, last := time.Now(), tcpMemBytes()
+	for time.Since(start) < 15*time.Second && ctx.Err() == nil {
+		sleepCtx(ctx, 500*time.Millisecond)
+		m := tcpMemBytes()
+		if time.Since(start) >= 2*time.Second && float64(m) <= float64(last)*1.02 {
+			return
+		}
+		last = m
+	}
+}
 
 // RunSlowReaders runs the phases and reports throughput and memory.
 func RunSlowReaders(ctx context.Context, cfg SlowReadersConfig) (*SlowReadersReport, error) {
@@ -380,10 +391,10 @@ func RunSlowReaders(ctx context.Context, cfg SlowReadersConfig) (*SlowReadersRep
 				}
 				logf("round %d: %d connections stalled", round+1, len(stallers))
 				// Their one-time cost (the dials, kfake encoding their
-				// answers) passes before the window opens: what is
-				// measured is the others' throughput while the stalled
-				// connections are held.
-				sleepCtx(ctx, stallSettle)
+				// answers, the kernel queueing them) passes before the
+				// window opens: what is measured is the others'
+				// throughput while the stalled connections are held.
+				settleStalls(ctx)
 			}
 			resetPeak()
 			p0, c0, r0, e0 := work.producedBytes.Load(), work.consumedBytes.Load(), readBytes.Load(), readErrs.Load()
@@ -422,7 +433,11 @@ func RunSlowReaders(ctx context.Context, cfg SlowReadersConfig) (*SlowReadersRep
 				sleepCtx(ctx, time.Second)
 			} else {
 				baseProd, baseCons, baseRead = append(baseProd, ph.ProduceMBps), append(baseCons, ph.ConsumeMBps), append(baseRead, ph.ReaderMBps)
-				rep.BaselineRSS = max(rep.BaselineRSS, ph.MaxRSS)
+				if round == 0 {
+					// Before any stall: later baselines include what the
+					// Go runtime kept of a stalled phase's heap.
+					rep.BaselineRSS = ph.MaxRSS
+				}
 				rep.BaselineGor = max(rep.BaselineGor, ph.MaxGoroutines)
 			}
 		}
@@ -896,7 +911,7 @@ func (r *SlowReadersReport) WriteTable(w io.Writer) error {
 		c.Mode, c.Conns, c.Conns/2, c.Conns-c.Conns/2, c.gatewayFrameTimeout(), c.gatewayMaxInFlight())
 	fmt.Fprintf(w, "throughput stalled / baseline (median of %d rounds): produce %.3f, consume %.3f, readers %.3f (target >= 0.8)\n",
 		len(r.Phases)/2, r.ProduceRatio, r.ConsumeRatio, r.ReaderRatio)
-	fmt.Fprintf(w, "gateway RSS: baseline max %s MiB, stalled max %s MiB, peak (VmHWM) %s MiB; bound %s MiB = baseline + %d stalled x %s KiB\n",
+	fmt.Fprintf(w, "gateway RSS: first baseline max %s MiB, stalled max %s MiB, peak (VmHWM) %s MiB; bound %s MiB = baseline + %d stalled x %s KiB\n",
 		mib(r.BaselineRSS), mib(r.StalledRSS), mib(r.PeakRSS), mib(r.Bound), c.Conns-c.Conns/2, strconv.FormatInt(r.PerConnBound>>10, 10))
 	fmt.Fprintf(w, "gateway goroutines: baseline max %d, stalled max %d; closes with reason write_timeout: %d\n", r.BaselineGor, r.StalledGor, r.WriteTimeouts)
 	fmt.Fprintf(w, "kgo records moved during the stalled phases: produced %d, consumed %d\n", r.StalledProduced, r.StalledConsumed)
