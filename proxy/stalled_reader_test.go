@@ -3,7 +3,9 @@ package proxy_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -252,3 +254,50 @@ func TestSinglePortStalledReaderHoldsOneAnswer(t *testing.T) {
 
 // stallFetch connects with a 4 KiB receive buffer, sends one Fetch of
 // the given version for partition 0 of "big" from offset 0, and reads
+
+// TestSlowReaderNotClosed: a client that reads slowly but steadily gets a
+// large in-memory answer (a merged single-port Fetch) whole, though
+// writing it takes several times frame_timeout: the write deadline bounds
+// a write that makes no progress, not a slow one.
+func TestSlowReaderNotClosed(t *testing.T) {
+	up := startBuiltinWith(t)
+	ctx := ctxT(t, 60*time.Second)
+	pcl := newClient(t, up, nil, kgo.DefaultProduceTopic("big"), kgo.AllowAutoTopicCreation())
+	val := make([]byte, 64<<10)
+	rand.Read(val)
+	for range 48 {
+		if err := pcl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	srv := startServer(t, proxy.Options{
+		Listeners:    []proxy.ListenerOptions{{Name: "sp", Listen: "127.0.0.1:0", SinglePort: &proxy.SinglePortOptions{}}},
+		Bootstrap:    []string{up.Addr(0).String()},
+		Logger:       testLogger(t),
+		Hooks:        metrics.New(reg),
+		FrameTimeout: time.Second,
+	})
+	conn := stallFetches(t, srv.Addr(0).String(), 12, 1)
+	defer conn.Close()
+	// 64 KiB every 100 ms: a 3 MiB answer takes about 5 s.
+	var size [4]byte
+	conn.SetReadDeadline(time.Now().Add(50 * time.Second))
+	if _, err := io.ReadFull(conn, size[:]); err != nil {
+		t.Fatal(err)
+	}
+	want := int64(binary.BigEndian.Uint32(size[:]))
+	if want < 2<<20 {
+		t.Fatalf("answer of %d bytes, want over 2 MiB", want)
+	}
+	var got int64
+	for got < want {
+		n, err := io.CopyN(io.Discard, conn, min(64<<10, want-got))
+		got += n
+		if err != nil {
+			t.Fatalf("read %d of %d bytes: %v (closes as write_timeout: %v)", got, want, err,
+				counterValue(t, reg, "tollgate_connection_closes_total", map[string]string{"reason": "write_timeout"}))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
