@@ -146,13 +146,17 @@ func slowConnBytes(maxInFlight int) int64 {
 // singlePortConnBytes bounds what one client connection of a single-port
 // listener makes the gateway hold: slowConnBytes, plus the one Fetch
 // answer a session holds unwritten (proxy/route.go, awaitAnswerSlot),
-// which is read whole and merged: the parts' buffers and the encoded
-// answer, each up to the client's Fetch max bytes (fetch), plus the
-// upstream connection's reader (a 64 KiB buffer and a goroutine) — the
-// answer's part doubled for the collector too.
-func singlePortConnBytes(maxInFlight int, fetch int64) int64 {
-	return slowConnBytes(maxInFlight) + 2*(2*fetch+64<<10+32<<10)
+// which is read whole and merged: the parts' buffers, the decoded answer
+// re-encoded and the encoded answer, each up to the client's Fetch max
+// bytes (fetch), plus a connection per upstream broker (brokers), each
+// with a 64 KiB reader and a goroutine, and the tunnel's state (32 KiB) —
+// doubled for the collector too.
+func singlePortConnBytes(maxInFlight int, fetch int64, brokers int) int64 {
+	return slowConnBytes(maxInFlight) + 2*(3*fetch+int64(brokers)*72<<10+32<<10)
 }
+
+// slowBrokers is the upstream kfake's size.
+const slowBrokers = 3
 
 // SlowReadersPhase is one measured phase.
 type SlowReadersPhase struct {
@@ -228,7 +232,7 @@ func RunSlowReaders(ctx context.Context, cfg SlowReadersConfig) (*SlowReadersRep
 	cfg.defaults()
 	rep := &SlowReadersReport{Config: cfg, PerConnBound: slowConnBytes(cfg.gatewayMaxInFlight())}
 	if cfg.Mode == ModeSinglePort {
-		rep.PerConnBound = singlePortConnBytes(cfg.gatewayMaxInFlight(), int64(cfg.FetchBytes))
+		rep.PerConnBound = singlePortConnBytes(cfg.gatewayMaxInFlight(), int64(cfg.FetchBytes), slowBrokers)
 	}
 	if cfg.Tollgate == "" {
 		return nil, errors.New("slow-readers: no tollgate binary")
@@ -251,7 +255,7 @@ func RunSlowReaders(ctx context.Context, cfg SlowReadersConfig) (*SlowReadersRep
 		}
 	}
 
-	kc, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(cfg.Partitions, slowTopic), kfake.ListenFn(kafkaLikeListen))
+	kc, err := kfake.NewCluster(kfake.NumBrokers(slowBrokers), kfake.SeedTopics(cfg.Partitions, slowTopic), kfake.ListenFn(kafkaLikeListen))
 	if err != nil {
 		return nil, fmt.Errorf("slow-readers: kfake: %w", err)
 	}
