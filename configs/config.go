@@ -210,6 +210,10 @@ type Limits struct {
 	MaxConnectionsPerAddress int `yaml:"max_connections_per_address"`
 	// MaxInFlight caps pipelined requests per connection awaiting a response.
 	MaxInFlight int `yaml:"max_in_flight"`
+	// SocketSendBufferBytes is the SO_SNDBUF of client connections, as
+	// Kafka's socket.send.buffer.bytes; 0 leaves the kernel's autotuning
+	// (Kafka's -1).
+	SocketSendBufferBytes Size `yaml:"socket_send_buffer_bytes"`
 	// IdleTimeout closes a connection with no request for this long
 	// (like connections.max.idle.ms).
 	IdleTimeout Duration `yaml:"idle_timeout"`
@@ -242,28 +246,29 @@ type Log struct {
 // of defaults: proxy.Options and broker.Config fill their zero settings
 // from it too (DESIGN.md, "Configuration → plan → gateway").
 const (
-	DefaultListen          = "127.0.0.1:9092"
-	DefaultAdminListen     = "127.0.0.1:9089" // below the default bootstrap port, so no broker port (bootstrap+1+N) can be it
-	DefaultDataDir         = "./tollgate-data"
-	DefaultMaxFrameBytes   = 100 * MiB
-	DefaultMaxPreauthBytes = 512 * KiB
-	DefaultMaxRequestBytes = 8 * MiB
-	DefaultMaxInFlightMem  = 512 * MiB
-	DefaultMaxConnections  = 10000
-	DefaultMaxConnsPerAddr = 0 // no cap, as Kafka's max.connections.per.ip
-	DefaultMaxInFlight     = 100
-	DefaultDialTimeout     = Duration(10 * time.Second)
-	DefaultMetadataRefresh = Duration(30 * time.Second)
-	DefaultFsyncInterval   = Duration(50 * time.Millisecond)
-	DefaultCleanerDedupe   = Size(128 << 20)
-	DefaultCleanerBackoff  = Duration(15 * time.Second)
-	DefaultIdleTimeout     = Duration(10 * time.Minute)
-	DefaultFrameTimeout    = Duration(30 * time.Second)
-	DefaultDrainTimeout    = Duration(15 * time.Second)
-	DefaultConnRatePerAddr = 0 // no cap, as Kafka's max.connection.creation.rate
-	DefaultAuthFailures    = 10
-	DefaultAuthLockout     = Duration(time.Minute)
-	DefaultAuthTimeout     = Duration(10 * time.Second)
+	DefaultListen           = "127.0.0.1:9092"
+	DefaultAdminListen      = "127.0.0.1:9089" // below the default bootstrap port, so no broker port (bootstrap+1+N) can be it
+	DefaultDataDir          = "./tollgate-data"
+	DefaultMaxFrameBytes    = 100 * MiB
+	DefaultMaxPreauthBytes  = 512 * KiB
+	DefaultMaxRequestBytes  = 8 * MiB
+	DefaultMaxInFlightMem   = 512 * MiB
+	DefaultMaxConnections   = 10000
+	DefaultMaxConnsPerAddr  = 0 // no cap, as Kafka's max.connections.per.ip
+	DefaultMaxInFlight      = 100
+	DefaultSocketSendBuffer = Size(100 * KiB) // Kafka's socket.send.buffer.bytes (102400)
+	DefaultDialTimeout      = Duration(10 * time.Second)
+	DefaultMetadataRefresh  = Duration(30 * time.Second)
+	DefaultFsyncInterval    = Duration(50 * time.Millisecond)
+	DefaultCleanerDedupe    = Size(128 << 20)
+	DefaultCleanerBackoff   = Duration(15 * time.Second)
+	DefaultIdleTimeout      = Duration(10 * time.Minute)
+	DefaultFrameTimeout     = Duration(30 * time.Second)
+	DefaultDrainTimeout     = Duration(15 * time.Second)
+	DefaultConnRatePerAddr  = 0 // no cap, as Kafka's max.connection.creation.rate
+	DefaultAuthFailures     = 10
+	DefaultAuthLockout      = Duration(time.Minute)
+	DefaultAuthTimeout      = Duration(10 * time.Second)
 )
 
 // Default returns a configuration with every default filled in: one
@@ -289,6 +294,7 @@ func Default() *Config {
 			MaxConnections:           DefaultMaxConnections,
 			MaxConnectionsPerAddress: DefaultMaxConnsPerAddr,
 			MaxInFlight:              DefaultMaxInFlight,
+			SocketSendBufferBytes:    DefaultSocketSendBuffer,
 			IdleTimeout:              DefaultIdleTimeout,
 			FrameTimeout:             DefaultFrameTimeout,
 			DrainTimeout:             DefaultDrainTimeout,

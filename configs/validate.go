@@ -382,6 +382,9 @@ func (v *validator) limits() {
 	if l.MaxInFlight < 1 {
 		v.errf("limits.max_in_flight", l.MaxInFlight, "%d: want at least 1", l.MaxInFlight)
 	}
+	if l.SocketSendBufferBytes > 1<<30 {
+		v.errf("limits.socket_send_buffer_bytes", l.SocketSendBufferBytes, "%d: want at most 1GiB, or 0 (the kernel's autotuning)", l.SocketSendBufferBytes)
+	}
 	v.positive("limits.idle_timeout", l.IdleTimeout)
 	v.positive("limits.frame_timeout", l.FrameTimeout)
 	v.positive("limits.drain_timeout", l.DrainTimeout)

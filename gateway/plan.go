@@ -118,11 +118,22 @@ func (p *Plan) Close() {
 	p.closers = nil
 }
 
+// socketBuffer maps a configured socket buffer size to proxy.Options':
+// the configuration's 0 (the kernel's autotuning) is the proxy's -1, whose
+// 0 means its default.
+func socketBuffer(n configs.Size) int {
+	if n <= 0 {
+		return -1
+	}
+	return int(n)
+}
+
 // proxyOptions are the limits and timeouts of the proxy.
 func proxyOptions(cfg *configs.Config, log *slog.Logger) proxy.Options {
 	return proxy.Options{
 		MaxFrameBytes:            int32(min(int64(cfg.Limits.MaxFrameBytes), 1<<31-1)),
 		MaxInFlight:              cfg.Limits.MaxInFlight,
+		SocketSendBufferBytes:    socketBuffer(cfg.Limits.SocketSendBufferBytes),
 		MaxConnections:           cfg.Limits.MaxConnections,
 		MaxConnectionsPerAddress: cfg.Limits.MaxConnectionsPerAddress,
 		MaxPreauthFrameBytes:     int32(min(int64(cfg.Limits.MaxPreauthFrameBytes), 1<<31-1)),

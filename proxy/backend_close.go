@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"os"
 
 	"github.com/tollgate-kafka/tollgate/wire"
 )
@@ -27,7 +28,17 @@ func (s *session) backendCloseReason(err error) closeReason {
 
 // writeCloseReason is classifyWriteErr with backend failures labelled by
 // backendCloseReason.
+//
+// A deadline on the write side is the client's: the write loop's only
+// deadline is the client's write deadline (the upstream socket has none),
+// yet a splice from the upstream to the client reports its write side's
+// timeout without saying which side it was, and the Fetch stream then
+// blames the upstream. A client that stops reading is its own doing, so it
+// must not count as an upstream failure (nor reset the connection as one).
 func (s *session) writeCloseReason(err error) closeReason {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return closeWriteTimeout
+	}
 	var be *backendError
 	if errors.As(err, &be) {
 		return s.backendCloseReason(be.err)

@@ -79,11 +79,15 @@ type Options struct {
 	AuthLockout              time.Duration
 	// AuthTimeout bounds how long a connection on a SASL listener may stay
 	// unauthenticated (a SASL exchange that never finishes).
-	AuthTimeout  time.Duration
-	MaxInFlight  int           // pipelined requests per connection before reading stops
-	IdleTimeout  time.Duration // no frame started for this long closes the connection
-	FrameTimeout time.Duration // a started frame must finish within this (pushed forward on progress)
-	DrainTimeout time.Duration // graceful shutdown bound
+	AuthTimeout time.Duration
+	MaxInFlight int // pipelined requests per connection before reading stops
+	// SocketSendBufferBytes is the SO_SNDBUF of client connections
+	// (Kafka's socket.send.buffer.bytes); 0 takes the default (100 KiB),
+	// below 0 leaves the kernel's autotuning.
+	SocketSendBufferBytes int
+	IdleTimeout           time.Duration // no frame started for this long closes the connection
+	FrameTimeout          time.Duration // a started frame must finish within this (pushed forward on progress)
+	DrainTimeout          time.Duration // graceful shutdown bound
 
 	Logger *slog.Logger
 	// LogSummaryInterval is how often repeated client-triggered log lines
@@ -169,6 +173,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = configs.DefaultMaxInFlight
+	}
+	if o.SocketSendBufferBytes == 0 {
+		o.SocketSendBufferBytes = int(configs.DefaultSocketSendBuffer)
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = configs.DefaultIdleTimeout.D()

@@ -34,6 +34,7 @@ const (
 	closeAuthRejected                 // SASL refused: stop reading, send the refusal, close
 	closeOverloaded                   // the shared request memory budget stayed spent (body.go)
 	closeNoVirtualCluster             // a listener of virtual clusters, and the connection matches none (vcluster.go)
+	closeWriteTimeout                 // a response write made no progress within the frame timeout: the client stopped reading
 )
 
 var closeReasonNames = [...]string{
@@ -55,6 +56,7 @@ var closeReasonNames = [...]string{
 	closeAuthRejected:     "auth_failed",
 	closeOverloaded:       "memory_budget",
 	closeNoVirtualCluster: "no_virtual_cluster",
+	closeWriteTimeout:     "write_timeout",
 }
 
 func (r closeReason) String() string { return closeReasonNames[r] }

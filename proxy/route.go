@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,10 +55,14 @@ type tunnel struct {
 	// telemetryNode is the broker that gets this tunnel's KIP-714
 	// telemetry (route_any.go); nil until the first telemetry request.
 	telemetryNode *int32
+	// answerSlot is held by the one Fetch or ShareFetch whose answer the
+	// session may hold in memory (awaitAnswerSlot).
+	answerSlot chan struct{}
 }
 
 func newTunnel(s *session, o *SinglePortOptions) *tunnel {
-	return &tunnel{s: s, view: s.srv.clusterView(), virtual: o.VirtualNode, conns: map[int32]*brokerConn{}, adv: s.mapper}
+	return &tunnel{s: s, view: s.srv.clusterView(), virtual: o.VirtualNode, conns: map[int32]*brokerConn{}, adv: s.mapper,
+		answerSlot: make(chan struct{}, 1)}
 }
 
 // clusterView returns the Server's shared view, made on first use.
@@ -109,6 +114,12 @@ func (s *session) stageRoute(r *request) (bool, error) {
 		tr = &routeTrace{}
 	}
 	var rep reply
+	if r.expectResponse && (r.h.Key == apis.Fetch || r.h.Key == apis.ShareFetch) {
+		if err := s.awaitAnswerSlot(); err != nil {
+			return true, err
+		}
+		r.p.answerSlot = true
+	}
 	if r.expectResponse {
 		rec := r.p.obs.rec // r is reused by the next frame: the reply must not read it
 		ch := make(chan result, 1)
@@ -134,6 +145,27 @@ func (s *session) stageRoute(r *request) (bool, error) {
 		s.acksZeroDone(r.h, r.obs) // after routing, so its record names the leaders written to
 	}
 	return true, err
+}
+
+// awaitAnswerSlot waits until no earlier Fetch or ShareFetch of the
+// session has an answer still unwritten. A single-port answer is read
+// whole from the upstream and merged in memory before it is written
+// (port-per-broker streams it, socket to socket), so without this a
+// client that pipelines Fetches and stops reading would make its session
+// read and hold up to max_in_flight answers of up to its fetch max bytes
+// each. With it, a session holds one: the next Fetch waits, unread and
+// so back-pressuring the client, until the previous answer is written,
+// and a client that reads nothing is closed by the write deadline
+// (write_timeout). Kafka, too, serves one request of a connection at a
+// time, muting the channel until its response is sent; clients send one
+// Fetch per broker at a time, so none of them waits here.
+func (s *session) awaitAnswerSlot() error {
+	select {
+	case s.tun.answerSlot <- struct{}{}:
+		return nil
+	case <-s.closed:
+		return net.ErrClosed
+	}
 }
 
 // routedRequest is the client's request as policy left it: re-encoded

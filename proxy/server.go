@@ -202,9 +202,28 @@ func (s *Server) goAccept(l *listener, ln net.Listener, node int32) {
 				continue
 			}
 			backoff = 0
+			s.sizeSendBuffer(c)
 			s.startSession(l, c, node)
 		}
 	}()
+}
+
+// sizeSendBuffer sets a client connection's SO_SNDBUF to
+// SocketSendBufferBytes (Kafka's socket.send.buffer.bytes; 0 leaves the
+// kernel's autotuning). The send buffer is where the bytes of a response
+// wait for a client that does not read them: kernel memory, outside the
+// gateway's heap, that autotuning lets grow to net.ipv4.tcp_wmem's
+// maximum (4 MiB by default) on each connection. A thousand stalled
+// clients then hold gigabytes and push the machine's TCP into memory
+// pressure (net.ipv4.tcp_mem), which slows every connection; a fixed
+// buffer holds twice its size (the kernel doubles it for overhead).
+func (s *Server) sizeSendBuffer(c net.Conn) {
+	if s.opts.SocketSendBufferBytes <= 0 {
+		return
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(s.opts.SocketSendBufferBytes)
+	}
 }
 
 func (s *Server) startSession(l *listener, c net.Conn, node int32) {

@@ -160,6 +160,10 @@ type pending struct {
 	// (single-port Produce and Fetch, route_nodes.go), so the write side
 	// does not decode it again to rewrite them.
 	addressed bool
+	// answerSlot: a single-port Fetch or ShareFetch holding its session's
+	// answer slot (route.go, awaitAnswerSlot), freed once its answer is
+	// written.
+	answerSlot bool
 	// vc, for a session in a virtual cluster, is the view the answer is
 	// rewritten with (vcAnswer, before merge and addresses); nil: as is.
 	vc *vcNames
@@ -233,7 +237,11 @@ func (s *session) run() {
 	go func() {
 		defer close(writerDone)
 		if err := s.writeLoop(); err != nil {
-			s.close(s.writeCloseReason(err), err)
+			reason := s.writeCloseReason(err)
+			if reason == closeWriteTimeout {
+				err = fmt.Errorf("the client read nothing of a response for %v (frame_timeout): %w", s.srv.opts.FrameTimeout, err)
+			}
+			s.close(reason, err)
 		}
 	}()
 	reason, err := s.readLoop()
@@ -792,6 +800,9 @@ func (s *session) writeLoop() error {
 		if err != nil {
 			return err
 		}
+		if p.answerSlot {
+			<-s.tun.answerSlot
+		}
 		if !connectionSetup(p.key) {
 			s.answered.Store(true)
 		}
@@ -936,8 +947,7 @@ func (s *session) writeLocal(p pending) error {
 		if len(b) >= largeLocalBody {
 			// One writev of header and body instead of copying a large
 			// body (a merged single-port Fetch) behind the header.
-			bufs := net.Buffers{s.wbuf, b}
-			_, err := bufs.WriteTo(s.client)
+			err := s.writeProgress(net.Buffers{s.wbuf, b})
 			s.finish(&p, out, b)
 			return err
 		}
@@ -956,6 +966,24 @@ func (s *session) writeLocal(p pending) error {
 	_, err := body.WriteTo(s.client) // releases what it holds
 	s.finish(&p, out, nil)
 	return err
+}
+
+// writeProgress writes bufs to the client with one writev, and, on a plain
+// TCP connection, keeps writing after a write deadline that passed while
+// bytes still moved: the deadline (frame_timeout) bounds a write that
+// makes no progress, not how long a large answer (a merged single-port
+// Fetch of tens of MiB) takes to reach a slow but reading client. A TLS
+// connection's state is lost once a write times out (crypto/tls), so
+// there the deadline bounds the whole write.
+func (s *session) writeProgress(bufs net.Buffers) error {
+	for {
+		n, err := bufs.WriteTo(s.client) // consumes what it wrote
+		_, tcp := s.client.(*net.TCPConn)
+		if err == nil || n == 0 || !tcp || !errors.Is(err, os.ErrDeadlineExceeded) {
+			return err
+		}
+		s.client.SetWriteDeadline(time.Now().Add(s.srv.opts.FrameTimeout))
+	}
 }
 
 // relayResponse moves the next upstream response to the client, rewriting

@@ -90,6 +90,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		faultNetFor = fs.Duration("fault-net-for", 20*time.Second, "faults: how long net-delay, net-loss and net-reorder impair the link each cycle")
 		faultHole   = fs.Duration("fault-blackhole-for", 10*time.Second, "faults: how long net-blackhole drops every packet each cycle")
 	)
+	slow := addSlowFlags(fs) // slow_readers.go
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: tollgate-bench [--suite gateway|policy|audit|tls|single-port|vc|broker|soak|faults|share] [flags]\n\nworkloads: "+strings.Join(bench.WorkloadNames(), ", ")+
 			"\n(policy, audit and tls default to "+strings.Join(bench.SuiteWorkloads, ",")+")\n\nflags:")
@@ -149,6 +150,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if bench.Suite(*suite) == bench.SuiteShare {
 		return shareCmd(ctx, *tollgateBin, *brokerDir, *shareMiB<<20, *partitions, *rounds, int32(*shareMaxRecords), set, *jsonOut, *check, *quiet, stdout, stderr)
+	}
+	if bench.Suite(*suite) == bench.SuiteSlowReaders {
+		return slow.run(ctx, *tollgateBin, *workDir, *rounds, *duration, set, *jsonOut, *check, *quiet, stdout, stderr)
 	}
 	if bench.Suite(*suite) == bench.SuiteFaults {
 		return faultsCmd(ctx, *tollgateBin, *workDir, *faultList, *faultModes, *faultCycles, *faultHold, *faultNetFor, *faultHole, *jsonOut, *check, *quiet, stdout, stderr)

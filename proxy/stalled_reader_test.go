@@ -1,0 +1,303 @@
+package proxy_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/tollgate-kafka/tollgate/metrics"
+	"github.com/tollgate-kafka/tollgate/proxy"
+)
+
+// TestStalledReaderClosed: a client that sends Fetch requests for data
+// that exists and then stops reading its socket is closed once a response
+// write makes no progress for the frame timeout, on every write path
+// (Fetch v11 spliced whole, v12 streamed with its record sets spliced,
+// the built-in broker's sendfile), and the close is counted as the
+// client's (reason write_timeout), never as an upstream failure. A
+// client that reads meanwhile is served.
+func TestStalledReaderClosed(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		version int16
+		builtin bool
+	}{
+		{"upstream-fetch-v11-splice", 11, false},
+		{"upstream-fetch-v12-stream", 12, false},
+		{"builtin-fetch-v12", 12, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			mod := func(o *proxy.Options) {
+				o.Hooks = metrics.New(reg)
+				o.FrameTimeout = time.Second
+			}
+			var srv *proxy.Server
+			if tc.builtin {
+				srv = startBuiltinWith(t, mod)
+			} else {
+				c := startUpstream(t, 1, kfake.SeedTopics(1, "big"))
+				srv = startGateway(t, c, mod)
+			}
+			ctx := ctxT(t, 60*time.Second)
+			cl := newClient(t, srv, nil, kgo.DefaultProduceTopic("big"), kgo.AllowAutoTopicCreation())
+			// 8 MiB in the partition: far more than the socket buffers hold.
+			val := make([]byte, 64<<10)
+			rand.Read(val) // incompressible: kgo compresses batches
+			for range 128 {
+				if err := cl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			addr := srv.Addr(0).String()
+			// A small receive buffer, set before connecting (the window
+			// is negotiated then), so the gateway's writes block soon.
+			d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+				return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10) })
+			}}
+			conn, err := d.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("stalled"))
+			var frames []byte
+			for i := range 8 {
+				req := kmsg.NewPtrFetchRequest()
+				req.SetVersion(tc.version)
+				req.ReplicaID, req.MaxWaitMillis, req.MaxBytes, req.SessionEpoch = -1, 100, 16<<20, -1
+				tp := kmsg.NewFetchRequestTopic()
+				tp.Topic = "big"
+				p := kmsg.NewFetchRequestTopicPartition()
+				p.Partition, p.FetchOffset, p.PartitionMaxBytes, p.CurrentLeaderEpoch, p.LogStartOffset = 0, 0, 8<<20, -1, -1
+				tp.Partitions = append(tp.Partitions, p)
+				req.Topics = append(req.Topics, tp)
+				frames = append(frames, f.AppendRequest(nil, req, int32(i+1))...) // AppendRequest sizes from dst[0]
+			}
+			if _, err := conn.Write(frames); err != nil {
+				t.Fatal(err)
+			}
+			// The stalled connection does not hold another client up.
+			if err := cl.Ping(ctx); err != nil {
+				t.Fatalf("another client was not served while one stalled: %v", err)
+			}
+			waitFor(t, ctx, "the stalled connection's close to be counted", func() bool {
+				return counterValue(t, reg, "tollgate_connection_closes_total", nil) >= 1
+			})
+			if got := counterValue(t, reg, "tollgate_connection_closes_total", map[string]string{"reason": "write_timeout"}); got != 1 {
+				t.Errorf("closes with reason write_timeout = %v, want 1 (all closes: %v, upstream_error: %v, client_error: %v)", got,
+					counterValue(t, reg, "tollgate_connection_closes_total", nil),
+					counterValue(t, reg, "tollgate_connection_closes_total", map[string]string{"reason": "upstream_error"}),
+					counterValue(t, reg, "tollgate_connection_closes_total", map[string]string{"reason": "client_error"}))
+			}
+			if !closedWithin(conn, 30*time.Second) {
+				t.Fatal("the stalled connection stayed open")
+			}
+			if err := cl.Ping(context.Background()); err != nil {
+				t.Fatalf("the reading client after the close: %v", err)
+			}
+		})
+	}
+}
+
+// TestStalledReaderSendBuffer: the bytes the kernel queues for a client
+// that stopped reading are bounded by the gateway's SO_SNDBUF
+// (SocketSendBufferBytes, the kernel doubling it), not the megabytes
+// autotuning grows a send buffer to (net.ipv4.tcp_wmem's maximum).
+func TestStalledReaderSendBuffer(t *testing.T) {
+	const sndbuf = 64 << 10
+	c := startUpstream(t, 1, kfake.SeedTopics(1, "big"))
+	srv := startGateway(t, c, func(o *proxy.Options) { o.SocketSendBufferBytes = sndbuf })
+	ctx := ctxT(t, 60*time.Second)
+	cl := newClient(t, srv, nil, kgo.DefaultProduceTopic("big"))
+	val := make([]byte, 64<<10)
+	rand.Read(val)
+	for range 128 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn := stallFetch(t, srv.Addr(0).String(), 12)
+	defer conn.Close()
+	local := conn.LocalAddr().(*net.TCPAddr).Port
+	// The gateway's side of the connection: its send queue, once it stops
+	// growing.
+	var queued, last int64 = 0, -1
+	waitFor(t, ctx, "the gateway's send queue to settle", func() bool {
+		last, queued = queued, sendQueue(t, local)
+		time.Sleep(100 * time.Millisecond)
+		return queued > 0 && queued == last
+	})
+	if limit := int64(2*sndbuf + 64<<10); queued > limit {
+		t.Fatalf("the kernel holds %d bytes for the stalled client, want at most %d (SO_SNDBUF %d, doubled by the kernel)", queued, limit, sndbuf)
+	}
+}
+
+// stallFetch connects with a 4 KiB receive buffer, sends one Fetch of
+// the given version for partition 0 of "big" from offset 0, and reads
+// nothing.
+func stallFetch(t *testing.T, addr string, version int16) net.Conn {
+	t.Helper()
+	return stallFetches(t, addr, version, 1)
+}
+
+// stallFetches is stallFetch sending n Fetches at once.
+func stallFetches(t *testing.T, addr string, version int16, n int) net.Conn {
+	t.Helper()
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10) })
+	}}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(version)
+	req.ReplicaID, req.MaxWaitMillis, req.MaxBytes, req.SessionEpoch = -1, 100, 16<<20, -1
+	tp := kmsg.NewFetchRequestTopic()
+	tp.Topic = "big"
+	p := kmsg.NewFetchRequestTopicPartition()
+	p.Partition, p.FetchOffset, p.PartitionMaxBytes, p.CurrentLeaderEpoch, p.LogStartOffset = 0, 0, 8<<20, -1, -1
+	tp.Partitions = append(tp.Partitions, p)
+	req.Topics = append(req.Topics, tp)
+	var frames []byte
+	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("stalled"))
+	for i := range n {
+		frames = append(frames, f.AppendRequest(nil, req, int32(i+1))...) // AppendRequest sizes from dst[0]
+	}
+	if _, err := conn.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// sendQueue is the send queue (tx_queue in /proc/net/tcp) of the socket
+// whose peer is 127.0.0.1:peerPort: the gateway's side of a client's
+// connection.
+func sendQueue(t *testing.T, peerPort int) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Skipf("no /proc/net/tcp: %v", err)
+	}
+	want := fmt.Sprintf("0100007F:%04X", peerPort)
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 5 || f[2] != want {
+			continue
+		}
+		tx, _, _ := strings.Cut(f[4], ":")
+		n, err := strconv.ParseInt(tx, 16, 64)
+		if err != nil {
+			t.Fatalf("tx_queue %q: %v", f[4], err)
+		}
+		return n
+	}
+	return 0
+}
+
+// TestSinglePortStalledReaderHoldsOneAnswer: a single-port session reads
+// each Fetch answer whole before writing it, so a client that pipelines
+// Fetches and stops reading must not make it read (and hold) the answers
+// of all of them: the next Fetch goes upstream only once the previous
+// answer is written. Without that, all 8 reach the broker (a gateway
+// over the built-in broker, which counts what it answers).
+func TestSinglePortStalledReaderHoldsOneAnswer(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	up := startBuiltinWith(t, func(o *proxy.Options) { o.Hooks = metrics.New(reg) })
+	ctx := ctxT(t, 60*time.Second)
+	pcl := newClient(t, up, nil, kgo.DefaultProduceTopic("big"), kgo.AllowAutoTopicCreation())
+	val := make([]byte, 64<<10)
+	rand.Read(val)
+	for range 128 {
+		if err := pcl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := startServer(t, proxy.Options{
+		Listeners: []proxy.ListenerOptions{{Name: "sp", Listen: "127.0.0.1:0", SinglePort: &proxy.SinglePortOptions{}}},
+		Bootstrap: []string{up.Addr(0).String()},
+		Logger:    testLogger(t),
+	})
+	fetches := func() float64 {
+		return counterValue(t, reg, "tollgate_requests_total", map[string]string{"api": "Fetch"})
+	}
+	conn := stallFetches(t, srv.Addr(0).String(), 12, 8)
+	defer conn.Close()
+	local := conn.LocalAddr().(*net.TCPAddr).Port
+	// The first answer fills the sockets and the gateway's write blocks.
+	var queued, last int64 = 0, -1
+	waitFor(t, ctx, "the gateway's send queue to settle", func() bool {
+		last, queued = queued, sendQueue(t, local)
+		time.Sleep(100 * time.Millisecond)
+		return queued > 0 && queued == last
+	})
+	if n := fetches(); n != 1 {
+		t.Fatalf("the upstream answered %v Fetches of a client that reads nothing, want 1 (one answer held)", n)
+	}
+}
+
+// stallFetch connects with a 4 KiB receive buffer, sends one Fetch of
+// the given version for partition 0 of "big" from offset 0, and reads
+
+// TestSlowReaderNotClosed: a client that reads slowly but steadily gets a
+// large in-memory answer (a merged single-port Fetch) whole, though
+// writing it takes several times frame_timeout: the write deadline bounds
+// a write that makes no progress, not a slow one.
+func TestSlowReaderNotClosed(t *testing.T) {
+	up := startBuiltinWith(t)
+	ctx := ctxT(t, 60*time.Second)
+	pcl := newClient(t, up, nil, kgo.DefaultProduceTopic("big"), kgo.AllowAutoTopicCreation())
+	val := make([]byte, 64<<10)
+	rand.Read(val)
+	for range 48 {
+		if err := pcl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	srv := startServer(t, proxy.Options{
+		Listeners:    []proxy.ListenerOptions{{Name: "sp", Listen: "127.0.0.1:0", SinglePort: &proxy.SinglePortOptions{}}},
+		Bootstrap:    []string{up.Addr(0).String()},
+		Logger:       testLogger(t),
+		Hooks:        metrics.New(reg),
+		FrameTimeout: time.Second,
+	})
+	conn := stallFetches(t, srv.Addr(0).String(), 12, 1)
+	defer conn.Close()
+	// 64 KiB every 100 ms: a 3 MiB answer takes about 5 s.
+	var size [4]byte
+	conn.SetReadDeadline(time.Now().Add(50 * time.Second))
+	if _, err := io.ReadFull(conn, size[:]); err != nil {
+		t.Fatal(err)
+	}
+	want := int64(binary.BigEndian.Uint32(size[:]))
+	if want < 2<<20 {
+		t.Fatalf("answer of %d bytes, want over 2 MiB", want)
+	}
+	var got int64
+	for got < want {
+		n, err := io.CopyN(io.Discard, conn, min(64<<10, want-got))
+		got += n
+		if err != nil {
+			t.Fatalf("read %d of %d bytes: %v (closes as write_timeout: %v)", got, want, err,
+				counterValue(t, reg, "tollgate_connection_closes_total", map[string]string{"reason": "write_timeout"}))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
