@@ -193,11 +193,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 			return exec.Command(exe, childArgs...)
 		}
 	}
-	var rep interface {
-		WriteJSON(io.Writer) error
-		WriteTable(io.Writer) error
-		Met() bool
-	}
+	var rep suiteReport
 	var err error
 	switch s := bench.Suite(*suite); s {
 	case bench.SuiteGateway:
@@ -215,23 +211,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tollgate-bench: unknown suite %q (want gateway, policy, audit, tls, single-port, vc, broker, soak, faults or share)\n", *suite)
 		return 2
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, "tollgate-bench:", err)
-		return 1
-	}
-	if *jsonOut {
-		err = rep.WriteJSON(stdout)
-	} else {
-		err = rep.WriteTable(stdout)
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "tollgate-bench:", err)
-		return 1
-	}
-	if *check && !rep.Met() {
-		return 3
-	}
-	return 0
+	return report(rep, err, *jsonOut, *check, stdout, stderr)
 }
 
 // shareCmd runs --suite share: a share-group and a classic-group kgo
@@ -255,23 +235,7 @@ func shareCmd(ctx context.Context, tollgateBin, dir string, n int64, partitions,
 		cfg.Log = stderr
 	}
 	rep, err := bench.RunShare(ctx, cfg)
-	if err != nil {
-		fmt.Fprintln(stderr, "tollgate-bench:", err)
-		return 1
-	}
-	if jsonOut {
-		err = rep.WriteJSON(stdout)
-	} else {
-		err = rep.WriteTable(stdout)
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "tollgate-bench:", err)
-		return 1
-	}
-	if check && !rep.Met() {
-		return 3
-	}
-	return 0
+	return report(rep, err, jsonOut, check, stdout, stderr)
 }
 
 // faultsCmd runs --suite faults: every fault in every mode (the direct
@@ -303,6 +267,23 @@ func faultsCmd(ctx context.Context, tollgateBin, dir, faults, modes string, cycl
 			}
 			rep.Results = append(rep.Results, r.Results...)
 		}
+	}
+	return report(rep, nil, jsonOut, check, stdout, stderr)
+}
+
+// suiteReport is what every suite's run returns.
+type suiteReport interface {
+	WriteJSON(io.Writer) error
+	WriteTable(io.Writer) error
+	Met() bool
+}
+
+// report prints a suite's report (JSON or a table) and gives the exit
+// code: 1 for err or a failed write, 3 for --check with a target missed.
+func report(rep suiteReport, err error, jsonOut, check bool, stdout, stderr io.Writer) int {
+	if err != nil {
+		fmt.Fprintln(stderr, "tollgate-bench:", err)
+		return 1
 	}
 	if jsonOut {
 		err = rep.WriteJSON(stdout)

@@ -51,21 +51,5 @@ func (f slowFlags) run(ctx context.Context, tollgateBin, dir string, rounds int,
 		cfg.Log = stderr
 	}
 	rep, err := bench.RunSlowReaders(ctx, cfg)
-	if err != nil {
-		fmt.Fprintln(stderr, "tollgate-bench:", err)
-		return 1
-	}
-	if jsonOut {
-		err = rep.WriteJSON(stdout)
-	} else {
-		err = rep.WriteTable(stdout)
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "tollgate-bench:", err)
-		return 1
-	}
-	if check && !rep.Met() {
-		return 3
-	}
-	return 0
+	return report(rep, err, jsonOut, check, stdout, stderr)
 }
