@@ -19,3 +19,13 @@ func CoordCacheForTest(s *Server) (cached, bound int) {
 	defer v.mu.Unlock()
 	return v.coords.len(), coordCacheSize
 }
+
+// SetIdleHookForTest sets the hook nextPending runs between its empty
+// queue and its wait on the upstream; nil removes it.
+func SetIdleHookForTest(f func()) {
+	if f == nil {
+		idleHook.Store(nil)
+		return
+	}
+	idleHook.Store(&f)
+}

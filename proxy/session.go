@@ -827,10 +827,17 @@ func (s *session) nextPending() (*pending, bool) {
 	default:
 	}
 	s.idleWriter()
+	if h := idleHook.Load(); h != nil {
+		(*h)() // tests: widen the gap between the queue check and the wait
+	}
 	s.awaitUpstream()
 	pp, ok := <-s.queue
 	return pp, ok
 }
+
+// idleHook, when set (export_test.go), runs between nextPending's empty
+// queue and its wait on the upstream.
+var idleHook atomic.Pointer[func()]
 
 // awaitUpstream waits until the upstream connection is readable, the
 // read loop pokes (wakeWriter: it queued an entry the upstream does not
@@ -845,14 +852,21 @@ func (s *session) awaitUpstream() {
 	s.idleMu.Lock()
 	s.upWaiting = true
 	s.idleMu.Unlock()
-	// upWaitFn's first call asks for a wait for readability (no system
-	// call); the second, after it, ends the wait. A poke is a read
-	// deadline in the past, which ends it with an error, as a close does.
+	// upWaitFn's first call looks whether the upstream has bytes (or
+	// its end) waiting already, and asks for a wait for readability if
+	// not; the second, after the wait, ends it. The look is needed:
+	// RawConn.Read forgets a readiness the poller saw before the call, and
+	// the poller reports a socket's bytes once (edge-triggered), so a
+	// response that arrived between the queue check and this wait would
+	// otherwise wait for the next bytes from the upstream — a client with
+	// one request in flight, for its own timeout (TestIdleWriterResponseAlreadyThere).
+	// A poke is a read deadline in the past, which ends the wait with an
+	// error, as a close does.
 	if s.upWaitFn == nil {
-		s.upWaitFn = func(uintptr) bool {
+		s.upWaitFn = func(fd uintptr) bool {
 			done := s.upWaited
 			s.upWaited = true
-			return done
+			return done || pendingInput(fd)
 		}
 	}
 	s.upWaited = false
