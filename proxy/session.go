@@ -177,10 +177,6 @@ func (p *pending) adjusted() bool { return p.merge != nil || p.throttle > 0 || p
 type result struct {
 	body wire.Body
 	err  error
-	// recycle, when set, is the pooled buffer body is encoded in (a merged
-	// single-port Fetch answer, route.go); writeLocal returns it once the
-	// body is written.
-	recycle *[]byte
 }
 
 func newSession(s *Server, l *listener, c net.Conn, node int32) *session {
@@ -887,7 +883,6 @@ func (s *session) writeLocal(p pending) error {
 		go releaseWhenDone(p.local)
 		return net.ErrClosed
 	}
-	defer answerBodies.put(r.recycle) // everything below writes or drops body before returning
 	if r.err != nil {
 		return &backendError{r.err}
 	}
@@ -899,6 +894,16 @@ func (s *session) writeLocal(p pending) error {
 		return s.writeRaw(b)
 	}
 	body := r.body
+	if a, ok := body.(*fetchAnswer); ok {
+		if p.vc == nil && !p.adjusted() && !s.fullAudit(&p) {
+			return s.writeFetchAnswer(p, a)
+		}
+		b, err := materialize(a) // releases a
+		if err != nil {
+			return &backendError{err}
+		}
+		body = wire.Bytes(b)
+	}
 	if p.vc != nil { // virtual cluster: the tenant's names (vcluster_stage.go)
 		b, err := materialize(body)
 		if err != nil {
@@ -966,6 +971,27 @@ func (s *session) writeLocal(p pending) error {
 	_, err := body.WriteTo(s.client) // releases what it holds
 	s.finish(&p, out, nil)
 	return err
+}
+
+// writeFetchAnswer writes a merged single-port Fetch answer from its
+// pieces (route_splice.go) with one writev, header first.
+func (s *session) writeFetchAnswer(p pending, a *fetchAnswer) error {
+	defer a.Release()
+	if err := s.delayFor(p); err != nil {
+		return err
+	}
+	s.fetchBytes.Add(int64(a.Len()))
+	s.wbuf = wire.AppendResponseHeader(s.wbuf[:0], p.key, p.version, p.corr, a.Len())
+	out := len(s.wbuf) + a.Len()
+	err := s.writeProgress(a.buffers(net.Buffers{s.wbuf}))
+	s.finish(&p, out, a.start()) // the top-level fields, for the outcome
+	return err
+}
+
+// fullAudit reports whether p's audit record describes the answer, which
+// finish then decodes from the whole body.
+func (s *session) fullAudit(p *pending) bool {
+	return p.obs.rec != nil && p.obs.req != nil && s.srv.opts.Audit.Level() == audit.Full
 }
 
 // writeProgress writes bufs to the client with one writev, and, on a plain
