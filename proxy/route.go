@@ -120,6 +120,17 @@ func (s *session) stageRoute(r *request) (bool, error) {
 		}
 		r.p.answerSlot = true
 	}
+	if r.h.Key == apis.Produce && !s.fullAudit(&r.p) {
+		// The parts are written before route returns, each with the
+		// client's record bytes spliced from the frame (route_splice.go),
+		// and nothing reads them after (mergeProduce reads names and
+		// partitions, which kmsg copied): the frame goes back when the
+		// read loop lets go of it, not once the answer is written, so
+		// Produces in flight upstream do not each pin one. A full audit
+		// describes the records from the decoded request after the
+		// answer, so it keeps the frame.
+		r.p.obs.frame = nil
+	}
 	if r.expectResponse {
 		rec := r.p.obs.rec // r is reused by the next frame: the reply must not read it
 		ch := make(chan result, 1)

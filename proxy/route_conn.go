@@ -208,13 +208,13 @@ func readPartResponse(r *bufio.Reader, req kmsg.Request, corr int32) (kmsg.Respo
 
 // maxPooledPartBody is the largest Fetch buffer kept for reuse; larger
 // ones are left to the garbage collector.
-const maxPooledPartBody = 4 << 20
+const maxPooledPartBody = 2 << 20
 
 // pooledPartBytes bounds what the free list holds, in bytes: a part's
 // answer is at most a partition max per partition (kgo's default 1 MiB),
 // so a few answers' worth is kept and the rest left to the garbage
 // collector.
-const pooledPartBytes = 8 << 20
+const pooledPartBytes = 4 << 20
 
 // bodyPool is a bounded free list of single-port Fetch buffers, so a
 // merged Fetch does not allocate (and zero) a fresh buffer for each part
