@@ -211,10 +211,10 @@ func readPartResponse(r *bufio.Reader, req kmsg.Request, corr int32) (kmsg.Respo
 const maxPooledPartBody = 2 << 20
 
 // pooledPartBytes bounds what the free list holds, in bytes: a part's
-// answer is at most a partition max per partition (kgo's default 1 MiB),
-// so a few answers' worth is kept and the rest left to the garbage
-// collector.
-const pooledPartBytes = 4 << 20
+// answer is about a partition max per partition (kgo's default 1 MiB),
+// so a few answers' worth is kept (one merged Fetch's parts, a few
+// partitions each) and the rest left to the garbage collector.
+const pooledPartBytes = 8 << 20
 
 // bodyPool is a bounded free list of single-port Fetch buffers, so a
 // merged Fetch does not allocate (and zero) a fresh buffer for each part
@@ -246,9 +246,15 @@ func (p *bodyPool) get(n int) *[]byte {
 		}
 	}
 	p.mu.Unlock()
-	b := make([]byte, n)
+	// Capacity rounded up to a multiple of partBodyGrain, so a buffer
+	// comes back for the next answer of about the same size (answers of
+	// one partition max vary by a batch).
+	b := make([]byte, n, (n+partBodyGrain-1)/partBodyGrain*partBodyGrain)
 	return &b
 }
+
+// partBodyGrain is the unit part-answer buffers are allocated in.
+const partBodyGrain = 256 << 10
 
 // put returns a buffer from get; nil is ignored. Nothing may read the
 // buffer (or a response decoded from it) afterwards. A buffer that would
