@@ -983,9 +983,33 @@ func (s *session) writeFetchAnswer(p pending, a *fetchAnswer) error {
 	s.fetchBytes.Add(int64(a.Len()))
 	s.wbuf = wire.AppendResponseHeader(s.wbuf[:0], p.key, p.version, p.corr, a.Len())
 	out := len(s.wbuf) + a.Len()
-	err := s.writeProgress(a.buffers(net.Buffers{s.wbuf}))
+	bufs := a.buffers(net.Buffers{s.wbuf})
+	var err error
+	if _, tcp := s.client.(*net.TCPConn); tcp {
+		err = s.writeProgress(bufs)
+	} else {
+		err = writeCoalesced(s.client, bufs)
+	}
 	s.finish(&p, out, a.start()) // the top-level fields, for the outcome
 	return err
+}
+
+// coalescers buffer the pieces of an answer written to a connection
+// without writev (TLS): one Write per piece would make a TLS record and
+// a system call of each few-byte piece between two partitions' records.
+var coalescers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
+
+func writeCoalesced(w io.Writer, bufs net.Buffers) error {
+	bw := coalescers.Get().(*bufio.Writer)
+	defer coalescers.Put(bw)
+	bw.Reset(w)
+	defer bw.Reset(nil)
+	for _, b := range bufs {
+		if _, err := bw.Write(b); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
 }
 
 // fullAudit reports whether p's audit record describes the answer, which
