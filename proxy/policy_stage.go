@@ -294,12 +294,57 @@ var framePools [maxFrameClass + 1]sync.Pool
 
 const maxFrameClass = 24
 
+// Frames of bigFrameClass (1 MiB) and up are kept in one free list
+// bounded by bytes (bigFramesLimit), not in framePools: a sync.Pool
+// keeps a buffer per P (and a second generation across a GC), so a
+// single-port session's 4 MiB Produce frames were kept twice or more —
+// a quarter of its heap in the 2026-12-06 profile. A miss costs an
+// allocation the size of a frame that is then read from the socket
+// anyway.
+const (
+	bigFrameClass  = 20
+	bigFramesLimit = 6 << 20
+)
+
+var bigFrames struct {
+	mu    sync.Mutex
+	free  [maxFrameClass + 1][]*frameBuf
+	bytes int
+}
+
+func getBigFrame(c int) *frameBuf {
+	bigFrames.mu.Lock()
+	defer bigFrames.mu.Unlock()
+	l := bigFrames.free[c]
+	if len(l) == 0 {
+		return nil
+	}
+	f := l[len(l)-1]
+	l[len(l)-1] = nil
+	bigFrames.free[c] = l[:len(l)-1]
+	bigFrames.bytes -= cap(f.b)
+	return f
+}
+
+func putBigFrame(c int, f *frameBuf) {
+	bigFrames.mu.Lock()
+	defer bigFrames.mu.Unlock()
+	if bigFrames.bytes+cap(f.b) <= bigFramesLimit {
+		bigFrames.free[c] = append(bigFrames.free[c], f)
+		bigFrames.bytes += cap(f.b)
+	}
+}
+
 // getFrame returns a buffer of n bytes with one holder.
 func getFrame(n int) *frameBuf {
 	c := bits.Len(uint(max(n, 1) - 1))
 	var f *frameBuf
 	if c <= maxFrameClass {
-		f, _ = framePools[c].Get().(*frameBuf)
+		if c >= bigFrameClass {
+			f = getBigFrame(c)
+		} else {
+			f, _ = framePools[c].Get().(*frameBuf)
+		}
 		if f == nil {
 			f = &frameBuf{b: make([]byte, 0, 1<<c)}
 		}
@@ -320,7 +365,11 @@ func putFrame(f *frameBuf) {
 	f.budget.release(f.reserved)
 	f.budget, f.reserved = nil, 0
 	c := bits.Len(uint(cap(f.b) - 1))
-	if c <= maxFrameClass && cap(f.b) == 1<<c {
+	switch {
+	case c > maxFrameClass || cap(f.b) != 1<<c:
+	case c >= bigFrameClass:
+		putBigFrame(c, f)
+	default:
 		framePools[c].Put(f)
 	}
 }

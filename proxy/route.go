@@ -120,6 +120,17 @@ func (s *session) stageRoute(r *request) (bool, error) {
 		}
 		r.p.answerSlot = true
 	}
+	if r.h.Key == apis.Produce && !s.fullAudit(&r.p) {
+		// The parts are written before route returns, each with the
+		// client's record bytes spliced from the frame (route_splice.go),
+		// and nothing reads them after (mergeProduce reads names and
+		// partitions, which kmsg copied): the frame goes back when the
+		// read loop lets go of it, not once the answer is written, so
+		// Produces in flight upstream do not each pin one. A full audit
+		// describes the records from the decoded request after the
+		// answer, so it keeps the frame.
+		r.p.obs.frame = nil
+	}
 	if r.expectResponse {
 		rec := r.p.obs.rec // r is reused by the next frame: the reply must not read it
 		ch := make(chan result, 1)
@@ -212,17 +223,26 @@ func (t *tunnel) route(req kmsg.Request, rep reply) error {
 	return badRequest(closeUnsupported, "%s is not served in single-port mode (an inter-broker or unknown API)", apiName(key))
 }
 
-// encodeAnswer encodes a routed answer. A Fetch answer goes into a
-// pooled buffer that writeLocal returns once written (result.recycle),
-// so a large merged answer is not a fresh, zeroed allocation each time.
+// encodeAnswer encodes a routed answer. A Fetch answer is written from
+// its fields' encoding and the parts' record bytes as read (fetchAnswer,
+// route_splice.go): no copy of the records, no buffer the size of the
+// answer.
 func (t *tunnel) encodeAnswer(resp kmsg.Response) result {
-	if resp.Key() != apis.Fetch {
-		return result{body: wire.Bytes(resp.AppendTo(make([]byte, 0, t.sizeHint(resp))))}
+	var pinned []*[]byte
+	if p, ok := resp.(*pinnedFetch); ok {
+		resp, pinned = p.FetchResponse, p.bodies
 	}
-	buf := answerBodies.get(t.sizeHint(resp))
-	out := resp.AppendTo((*buf)[:0])
-	*buf = out
-	return result{body: wire.Bytes(out), recycle: buf}
+	if f, ok := resp.(*kmsg.FetchResponse); ok {
+		a := &fetchAnswer{parts: pinned}
+		if spliceFetch(f, &a.frame) == nil {
+			return result{body: a}
+		}
+		// Cannot happen (kmsg wrote what the walk reads): copy instead.
+		out := resp.AppendTo(make([]byte, 0, t.sizeHint(resp)))
+		a.Release()
+		return result{body: wire.Bytes(out)}
+	}
+	return result{body: wire.Bytes(resp.AppendTo(make([]byte, 0, t.sizeHint(resp))))}
 }
 
 // sizeHint guesses an encoded answer's size from the parts' sizes, so
@@ -368,7 +388,20 @@ func (g *gather) finish(t *tunnel, key int32, resp kmsg.Response, body *[]byte, 
 		g.rep(nil, g.firstErr)
 		return
 	}
-	g.rep(g.merge(g.got))
+	merged, err := g.merge(g.got)
+	if f, ok := merged.(*kmsg.FetchResponse); ok && err == nil && len(g.bodies) > 0 {
+		// The answer is written from the parts' frames (encodeAnswer):
+		// they go back to the pool once it is written, not here.
+		merged, g.bodies = &pinnedFetch{FetchResponse: f, bodies: g.bodies}, nil
+	}
+	g.rep(merged, err)
+}
+
+// pinnedFetch is a merged Fetch answer with the pooled part frames its
+// record batches alias; encodeAnswer hands them on to the written body.
+type pinnedFetch struct {
+	*kmsg.FetchResponse
+	bodies []*[]byte
 }
 
 // release returns the parts' pooled frames. rep encodes the merged

@@ -47,6 +47,10 @@ type brokerConn struct {
 	corr    int32
 	waiting chan *partCall
 	wbuf    []byte
+	// produce writes a Produce part with the client's record bytes
+	// spliced, not copied (route_splice.go); plain TCP only, where the
+	// pieces go out in one writev.
+	produce *produceSplicer
 
 	closeOnce sync.Once
 	failed    chan struct{}
@@ -60,6 +64,9 @@ const brokerConnQueue = 256
 func newBrokerConn(node int32, c net.Conn, clientID string) *brokerConn {
 	b := &brokerConn{node: node, conn: c, waiting: make(chan *partCall, brokerConnQueue), failed: make(chan struct{}),
 		fmt: kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))}
+	if _, tcp := c.(*net.TCPConn); tcp {
+		b.produce = &produceSplicer{}
+	}
 	go b.readLoop()
 	return b
 }
@@ -75,7 +82,16 @@ func (b *brokerConn) send(call *partCall, expectResponse bool) (queued bool, err
 	default:
 	}
 	b.corr++
-	b.wbuf = b.fmt.AppendRequest(b.wbuf[:0], call.req, b.corr)
+	var bufs net.Buffers
+	if pr, ok := call.req.(*kmsg.ProduceRequest); ok && b.produce != nil {
+		if bufs, err = b.produce.appendProduce(b.fmt, pr, b.corr); err != nil {
+			bufs = nil // cannot happen (kmsg wrote what the walk reads); copy instead
+		}
+		defer b.produce.written()
+	}
+	if bufs == nil {
+		b.wbuf = b.fmt.AppendRequest(b.wbuf[:0], call.req, b.corr)
+	}
 	if expectResponse {
 		select {
 		case b.waiting <- call:
@@ -84,7 +100,12 @@ func (b *brokerConn) send(call *partCall, expectResponse bool) (queued bool, err
 			return false, b.err
 		}
 	}
-	if _, err := b.conn.Write(b.wbuf); err != nil {
+	if bufs != nil {
+		_, err = bufs.WriteTo(b.conn)
+	} else {
+		_, err = b.conn.Write(b.wbuf)
+	}
+	if err != nil {
 		b.fail(fmt.Errorf("write to upstream node %d: %w", b.node, err))
 		return queued, b.err
 	}
@@ -187,51 +208,67 @@ func readPartResponse(r *bufio.Reader, req kmsg.Request, corr int32) (kmsg.Respo
 
 // maxPooledPartBody is the largest Fetch buffer kept for reuse; larger
 // ones are left to the garbage collector.
-const maxPooledPartBody = 16 << 20
+const maxPooledPartBody = 2 << 20
 
-// pooledPartBodies is how many buffers each free list keeps, so what
-// the pools hold is bounded (at most 2 × 8 × maxPooledPartBody, in
-// practice a few MiB: kgo's partition max is 1 MiB).
-const pooledPartBodies = 8
+// pooledPartBytes bounds what the free list holds, in bytes: a part's
+// answer is about a partition max per partition (kgo's default 1 MiB),
+// so a few answers' worth is kept (one merged Fetch's parts, a few
+// partitions each) and the rest left to the garbage collector.
+const pooledPartBytes = 8 << 20
 
 // bodyPool is a bounded free list of single-port Fetch buffers, so a
 // merged Fetch does not allocate (and zero) a fresh buffer for each part
-// answer and for the merged answer. A bounded list, not a sync.Pool:
-// pooled buffers count as live heap, and an unbounded pool let the
-// gateway's RSS grow several-fold under a consume load.
+// answer. A list bounded by bytes, not a sync.Pool: pooled buffers count
+// as live heap, and an unbounded pool let the gateway's RSS grow
+// several-fold under a consume load.
 // Ownership: a buffer taken with get belongs to its taker until put.
-type bodyPool struct{ free chan *[]byte }
+type bodyPool struct {
+	mu    sync.Mutex
+	free  []*[]byte
+	bytes int // the free buffers' capacity
+	limit int
+}
 
-var (
-	partBodies   = bodyPool{free: make(chan *[]byte, pooledPartBodies)} // parts' answers as read (route_conn.go)
-	answerBodies = bodyPool{free: make(chan *[]byte, pooledPartBodies)} // merged answers as encoded (route.go)
-)
+var partBodies = bodyPool{limit: pooledPartBytes} // parts' answers as read (route_conn.go)
 
-// get returns a buffer of length n, reused when a big enough one is free
-// (a smaller one is dropped).
+// get returns a buffer of length n, reused when a big enough one is free.
 func (p *bodyPool) get(n int) *[]byte {
-	select {
-	case b := <-p.free:
-		if cap(*b) >= n {
+	p.mu.Lock()
+	for i := len(p.free) - 1; i >= 0; i-- {
+		if b := p.free[i]; cap(*b) >= n {
+			p.free[i] = p.free[len(p.free)-1]
+			p.free[len(p.free)-1] = nil
+			p.free = p.free[:len(p.free)-1]
+			p.bytes -= cap(*b)
+			p.mu.Unlock()
 			*b = (*b)[:n]
 			return b
 		}
-	default:
 	}
-	b := make([]byte, n)
+	p.mu.Unlock()
+	// Capacity rounded up to a multiple of partBodyGrain, so a buffer
+	// comes back for the next answer of about the same size (answers of
+	// one partition max vary by a batch).
+	b := make([]byte, n, (n+partBodyGrain-1)/partBodyGrain*partBodyGrain)
 	return &b
 }
 
+// partBodyGrain is the unit part-answer buffers are allocated in.
+const partBodyGrain = 256 << 10
+
 // put returns a buffer from get; nil is ignored. Nothing may read the
-// buffer (or a response decoded from it) afterwards.
+// buffer (or a response decoded from it) afterwards. A buffer that would
+// take the list past its limit is dropped.
 func (p *bodyPool) put(b *[]byte) {
 	if b == nil || cap(*b) > maxPooledPartBody {
 		return
 	}
-	select {
-	case p.free <- b:
-	default:
+	p.mu.Lock()
+	if p.bytes+cap(*b) <= p.limit {
+		p.free = append(p.free, b)
+		p.bytes += cap(*b)
 	}
+	p.mu.Unlock()
 }
 
 // getPartBody and putPartBody are partBodies' get and put.

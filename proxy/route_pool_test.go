@@ -23,3 +23,37 @@ func TestSinglePortPartBodyPool(t *testing.T) {
 		t.Fatalf("a buffer over maxPooledPartBody (cap %d) was pooled", cap(*got))
 	}
 }
+
+// TestSinglePortPoolsBoundedByBytes: the part-answer free list and the
+// large request frames' free list keep at most their byte limits,
+// however many buffers come back.
+func TestSinglePortPoolsBoundedByBytes(t *testing.T) {
+	p := bodyPool{limit: 3 << 20}
+	var bs []*[]byte
+	for range 10 {
+		bs = append(bs, p.get(1<<20))
+	}
+	for _, b := range bs {
+		p.put(b)
+	}
+	if p.bytes > p.limit || len(p.free) != 3 {
+		t.Fatalf("pool holds %d buffers, %d bytes; limit %d", len(p.free), p.bytes, p.limit)
+	}
+	if b := p.get(900 << 10); cap(*b) != 1<<20 || len(*b) != 900<<10 {
+		t.Fatalf("a free buffer big enough was not reused (cap %d, len %d)", cap(*b), len(*b))
+	}
+
+	var fs []*frameBuf
+	for range 10 {
+		fs = append(fs, getFrame(3<<20)) // 4 MiB class
+	}
+	for _, f := range fs {
+		putFrame(f)
+	}
+	bigFrames.mu.Lock()
+	held := bigFrames.bytes
+	bigFrames.mu.Unlock()
+	if held > bigFramesLimit {
+		t.Fatalf("large frames kept: %d bytes, limit %d", held, bigFramesLimit)
+	}
+}

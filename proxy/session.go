@@ -177,10 +177,6 @@ func (p *pending) adjusted() bool { return p.merge != nil || p.throttle > 0 || p
 type result struct {
 	body wire.Body
 	err  error
-	// recycle, when set, is the pooled buffer body is encoded in (a merged
-	// single-port Fetch answer, route.go); writeLocal returns it once the
-	// body is written.
-	recycle *[]byte
 }
 
 func newSession(s *Server, l *listener, c net.Conn, node int32) *session {
@@ -901,7 +897,6 @@ func (s *session) writeLocal(p pending) error {
 		go releaseWhenDone(p.local)
 		return net.ErrClosed
 	}
-	defer answerBodies.put(r.recycle) // everything below writes or drops body before returning
 	if r.err != nil {
 		return &backendError{r.err}
 	}
@@ -913,6 +908,16 @@ func (s *session) writeLocal(p pending) error {
 		return s.writeRaw(b)
 	}
 	body := r.body
+	if a, ok := body.(*fetchAnswer); ok {
+		if p.vc == nil && !p.adjusted() && !s.fullAudit(&p) {
+			return s.writeFetchAnswer(p, a)
+		}
+		b, err := materialize(a) // releases a
+		if err != nil {
+			return &backendError{err}
+		}
+		body = wire.Bytes(b)
+	}
 	if p.vc != nil { // virtual cluster: the tenant's names (vcluster_stage.go)
 		b, err := materialize(body)
 		if err != nil {
@@ -980,6 +985,51 @@ func (s *session) writeLocal(p pending) error {
 	_, err := body.WriteTo(s.client) // releases what it holds
 	s.finish(&p, out, nil)
 	return err
+}
+
+// writeFetchAnswer writes a merged single-port Fetch answer from its
+// pieces (route_splice.go) with one writev, header first.
+func (s *session) writeFetchAnswer(p pending, a *fetchAnswer) error {
+	defer a.Release()
+	if err := s.delayFor(p); err != nil {
+		return err
+	}
+	s.fetchBytes.Add(int64(a.Len()))
+	s.wbuf = wire.AppendResponseHeader(s.wbuf[:0], p.key, p.version, p.corr, a.Len())
+	out := len(s.wbuf) + a.Len()
+	bufs := a.buffers(net.Buffers{s.wbuf})
+	var err error
+	if _, tcp := s.client.(*net.TCPConn); tcp {
+		err = s.writeProgress(bufs)
+	} else {
+		err = writeCoalesced(s.client, bufs)
+	}
+	s.finish(&p, out, a.start()) // the top-level fields, for the outcome
+	return err
+}
+
+// coalescers buffer the pieces of an answer written to a connection
+// without writev (TLS): one Write per piece would make a TLS record and
+// a system call of each few-byte piece between two partitions' records.
+var coalescers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
+
+func writeCoalesced(w io.Writer, bufs net.Buffers) error {
+	bw := coalescers.Get().(*bufio.Writer)
+	defer coalescers.Put(bw)
+	bw.Reset(w)
+	defer bw.Reset(nil)
+	for _, b := range bufs {
+		if _, err := bw.Write(b); err != nil {
+			return err
+		}
+	}
+	return bw.Flush()
+}
+
+// fullAudit reports whether p's audit record describes the answer, which
+// finish then decodes from the whole body.
+func (s *session) fullAudit(p *pending) bool {
+	return p.obs.rec != nil && p.obs.req != nil && s.srv.opts.Audit.Level() == audit.Full
 }
 
 // writeProgress writes bufs to the client with one writev, and, on a plain
