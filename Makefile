@@ -61,7 +61,7 @@ vet:
 # after the rest), which would only slow those children down.
 unit:
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /bench$$)
-	$(GO) test -count=1 -timeout 10m ./bench
+	$(GO) test -count=1 -timeout 15m ./bench
 
 # Every fuzz target runs briefly on top of its seed corpus in testdata/.
 # The budget is a count of executions, not a duration: Go 1.26's coordinator
