@@ -656,7 +656,7 @@ var vcTable = map[int16]*vcEntry{
 		if a := p.Assignment; a != nil {
 			// A topic of another tenant the view knows is left out.
 			a.Topics = keep(a.Topics, func(t *kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic) bool {
-				return w.n.ids.owns(t.TopicID, w.n.prefix) || !w.n.ids.known(t.TopicID)
+				return w.n.idListed(t.TopicID)
 			})
 		}
 	}),
@@ -682,6 +682,13 @@ var vcTable = map[int16]*vcEntry{
 		w.all(q.SubscribedTopicNames, w.topic)
 	}, func(w *vcRewrite, p *kmsg.ShareGroupHeartbeatResponse) {
 		w.msg(p.ErrorMessage)
+		if a := p.Assignment; a != nil {
+			// As ConsumerGroupHeartbeat's: another tenant's topic the
+			// view knows is left out.
+			a.TopicPartitions = keep(a.TopicPartitions, func(t *kmsg.ShareGroupHeartbeatResponseAssignmentTopicPartition) bool {
+				return w.n.idListed(t.TopicID)
+			})
+		}
 	}),
 	apis.ShareGroupDescribe: row(func(w *vcRewrite, q *kmsg.ShareGroupDescribeRequest) {
 		w.all(q.GroupIDs, w.group)

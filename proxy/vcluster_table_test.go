@@ -276,7 +276,7 @@ var vcRowSpecs = map[int16]vcRowSpec{
 	},
 	apis.ShareGroupHeartbeat: {
 		req:  map[string]vcKind{"GroupID": vcGroup, "SubscribedTopicNames": vcTopic},
-		resp: map[string]vcKind{"ErrorMessage": vcMsg},
+		resp: map[string]vcKind{"ErrorMessage": vcMsg, "Assignment.TopicPartitions.TopicID": vcIDFilter},
 	},
 	apis.ShareGroupDescribe: {
 		req: map[string]vcKind{"GroupIDs": vcGroup},
