@@ -66,9 +66,13 @@ type session struct {
 	upRaw     syscall.RawConn
 	idleMu    sync.Mutex // guards upWaiting and the pokes of up's read deadline
 	upWaiting bool       // the write loop is in awaitUpstream's wait
-	upWaited  bool       // awaitUpstream's wait has happened (write loop only)
-	upWaitFn  func(uintptr) bool
-	upr       upReader // what ur reads: up, each read bounded while upr.max > 0
+	// poked: wakeWriter ran since the write loop last waited; the next
+	// awaitUpstream then does not wait (a poke that came between the
+	// write loop's empty queue and its wait would otherwise be lost).
+	poked    bool
+	upWaited bool // awaitUpstream's wait has happened (write loop only)
+	upWaitFn func(uintptr) bool
+	upr      upReader // what ur reads: up, each read bounded while upr.max > 0
 	// built-in mode
 	local LocalConn
 	// single-port mode (route.go): the read loop routes every request
@@ -846,6 +850,11 @@ func (s *session) awaitUpstream() {
 		return
 	}
 	s.idleMu.Lock()
+	if s.poked {
+		s.poked = false
+		s.idleMu.Unlock()
+		return
+	}
 	s.upWaiting = true
 	s.idleMu.Unlock()
 	// upWaitFn's first call looks whether the upstream has bytes (or
@@ -868,17 +877,19 @@ func (s *session) awaitUpstream() {
 	s.upWaited = false
 	s.upRaw.Read(s.upWaitFn)
 	s.idleMu.Lock()
-	s.upWaiting = false
+	s.upWaiting, s.poked = false, false
 	s.up.SetReadDeadline(time.Time{}) // a poke must not cut the reads that follow
 	s.idleMu.Unlock()
 }
 
-// wakeWriter ends the write loop's awaitUpstream wait, if it is in it.
+// wakeWriter ends the write loop's awaitUpstream wait, if it is in it,
+// or keeps the next one from starting.
 func (s *session) wakeWriter() {
 	if s.upRaw == nil {
 		return
 	}
 	s.idleMu.Lock()
+	s.poked = true
 	if s.upWaiting {
 		s.up.SetReadDeadline(time.Unix(1, 0))
 	}
