@@ -484,17 +484,27 @@ func ephemeralLow() int {
 // startGateway writes the mode's configuration on a fresh port and starts
 // the gateway, retrying on a new port when one was taken meanwhile.
 func (e *faultEnv) startGateway(ctx context.Context, upstreams []string) error {
+	return e.startGatewayWith(ctx, 3, func(port int) (string, int, error) {
+		y, err := e.configYAML(port, upstreams)
+		return y, port, err
+	})
+}
+
+// startGatewayWith starts the gateway with the configuration config
+// builds from the first of ports free ports (it returns the YAML and the
+// bootstrap port), retrying on new ports when one was taken meanwhile.
+func (e *faultEnv) startGatewayWith(ctx context.Context, ports int, config func(first int) (yaml string, bootstrap int, err error)) error {
 	var last error
 	for range 10 {
-		port, err := freeBase(3)
+		first, err := freeBase(ports)
 		if err != nil {
 			return fmt.Errorf("faults: %w", err)
 		}
-		file := filepath.Join(e.dir, "gateway.yaml")
-		y, err := e.configYAML(port, upstreams)
+		y, port, err := config(first)
 		if err != nil {
 			return err
 		}
+		file := filepath.Join(e.dir, "gateway.yaml")
 		if err := os.WriteFile(file, []byte(y), 0o644); err != nil {
 			return fmt.Errorf("faults: write config: %w", err)
 		}

@@ -335,52 +335,27 @@ func (a *authRun) recovered(ctx context.Context, start, end time.Time, broken fu
 // (upstreamYAML: lines inside upstream:) and the admin listener on, for
 // the metrics.
 func (a *authRun) startGateway(ctx context.Context, upstreams []string, upstreamYAML string) error {
-	e := a.env
-	var last error
-	for range 10 {
-		// The admin port, then the bootstrap and brokers 0-2
-		// (port-per-broker); below the bootstrap, as the broker ports
-		// of node ids 0-99 above it must not collide with it.
-		adminPort, err := freeBase(4)
-		if err != nil {
-			return fmt.Errorf("faults: %w", err)
-		}
+	// The admin port, then the bootstrap and brokers 0-2
+	// (port-per-broker); below the bootstrap, as the broker ports of node
+	// ids 0-99 above it must not collide with it.
+	return a.env.startGatewayWith(ctx, 4, func(adminPort int) (string, int, error) {
 		base := adminPort + 1
-		y, err := e.configYAML(base, upstreams)
+		y, err := a.env.configYAML(base, upstreams)
 		if err != nil {
-			return err
+			return "", 0, err
 		}
-		adminAddr := "127.0.0.1:" + strconv.Itoa(adminPort)
+		a.adminAddr = "127.0.0.1:" + strconv.Itoa(adminPort)
 		for _, r := range []struct{ old, new string }{
 			{"  metadata_refresh: 1s\n", "  metadata_refresh: 1s\n" + upstreamYAML},
-			{"admin:\n  listen: \"off\"\n", "admin:\n  listen: " + adminAddr + "\n"},
+			{"admin:\n  listen: \"off\"\n", "admin:\n  listen: " + a.adminAddr + "\n"},
 		} {
 			if strings.Count(y, r.old) != 1 {
-				return fmt.Errorf("faults: the gateway's configuration has no single %q to extend:\n%s", r.old, y)
+				return "", 0, fmt.Errorf("faults: the gateway's configuration has no single %q to extend:\n%s", r.old, y)
 			}
 			y = strings.Replace(y, r.old, r.new, 1)
 		}
-		file := filepath.Join(e.dir, "gateway.yaml")
-		if err := os.WriteFile(file, []byte(y), 0o644); err != nil {
-			return fmt.Errorf("faults: write config: %w", err)
-		}
-		e.gwArgs = []string{"--config", file}
-		p, err := startFaultProc(ctx, e.cfg.Tollgate, e.gwArgs)
-		if err == nil {
-			e.gw = p
-			a.adminAddr = adminAddr
-			e.seed = "127.0.0.1:" + strconv.Itoa(base)
-			if e.mode == ModeSNI {
-				e.seed = benchSNIApex + ":" + strconv.Itoa(base)
-			}
-			return nil
-		}
-		last = err
-		if !strings.Contains(err.Error(), "address already in use") {
-			break
-		}
-	}
-	return fmt.Errorf("faults: start gateway: %w", last)
+		return y, base, nil
+	})
 }
 
 // metric sums the gateway's samples of name whose labels contain every
