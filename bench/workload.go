@@ -33,12 +33,14 @@ type workload struct {
 	acksAll bool // acks=all with the idempotent producer (kgo's default); else acks=1
 }
 
-// workloads are the issue's: 1 KiB records at acks=1 and acks=all, 100 B
-// records, consume, and end-to-end latency at a fixed rate.
+// workloads: 1 KiB records at acks=1 and acks=all, 100 B records at
+// acks=all (kgo's default) and acks=1, consume, and end-to-end latency at
+// a fixed rate.
 var workloads = []workload{
 	{name: "produce-1k-acks1", kind: kindProduce, size: 1024},
 	{name: "produce-1k-acksall", kind: kindProduce, size: 1024, acksAll: true},
 	{name: "produce-100b", kind: kindProduce, size: 100, acksAll: true},
+	{name: "produce-100b-acks1", kind: kindProduce, size: 100},
 	{name: "consume", kind: kindConsume, size: 1024},
 	{name: "latency", kind: kindLatency, size: 1024, acksAll: true},
 }
