@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"iter"
 	"net"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -261,58 +262,58 @@ func produceRecordMarks(b []byte, off int, version int16, marks []int) ([]int, e
 	return marks, w.err
 }
 
-// takeFetchRecords nulls r's records fields, returning them in encoding
-// order (putFetchRecords puts them back).
-func takeFetchRecords(r *kmsg.FetchResponse, recs [][]byte) [][]byte {
-	for i := range r.Topics {
-		ps := r.Topics[i].Partitions
-		for j := range ps {
-			recs = append(recs, ps[j].RecordBatches)
-			ps[j].RecordBatches = nil
+// fetchRecordFields and produceRecordFields yield a message's records
+// fields in encoding order, for takeRecords and putRecords.
+func fetchRecordFields(r *kmsg.FetchResponse) iter.Seq[*[]byte] {
+	return func(yield func(*[]byte) bool) {
+		for i := range r.Topics {
+			ps := r.Topics[i].Partitions
+			for j := range ps {
+				if !yield(&ps[j].RecordBatches) {
+					return
+				}
+			}
 		}
+	}
+}
+
+func produceRecordFields(r *kmsg.ProduceRequest) iter.Seq[*[]byte] {
+	return func(yield func(*[]byte) bool) {
+		for i := range r.Topics {
+			ps := r.Topics[i].Partitions
+			for j := range ps {
+				if !yield(&ps[j].Records) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// takeRecords nulls the fields, appending their bytes to recs in order
+// (putRecords puts them back).
+func takeRecords(fields iter.Seq[*[]byte], recs [][]byte) [][]byte {
+	for f := range fields {
+		recs = append(recs, *f)
+		*f = nil
 	}
 	return recs
 }
 
-func putFetchRecords(r *kmsg.FetchResponse, recs [][]byte) {
+func putRecords(fields iter.Seq[*[]byte], recs [][]byte) {
 	k := 0
-	for i := range r.Topics {
-		ps := r.Topics[i].Partitions
-		for j := range ps {
-			ps[j].RecordBatches = recs[k]
-			k++
-		}
-	}
-}
-
-func takeProduceRecords(r *kmsg.ProduceRequest, recs [][]byte) [][]byte {
-	for i := range r.Topics {
-		ps := r.Topics[i].Partitions
-		for j := range ps {
-			recs = append(recs, ps[j].Records)
-			ps[j].Records = nil
-		}
-	}
-	return recs
-}
-
-func putProduceRecords(r *kmsg.ProduceRequest, recs [][]byte) {
-	k := 0
-	for i := range r.Topics {
-		ps := r.Topics[i].Partitions
-		for j := range ps {
-			ps[j].Records = recs[k]
-			k++
-		}
+	for f := range fields {
+		*f = recs[k]
+		k++
 	}
 }
 
 // spliceFetch encodes r (a Fetch response body, no header) into f with
 // its record bytes spliced. r is left as it was.
 func spliceFetch(r *kmsg.FetchResponse, f *splicedFrame) error {
-	recs := takeFetchRecords(r, nil)
+	recs := takeRecords(fetchRecordFields(r), nil)
 	enc := r.AppendTo(make([]byte, 0, 256+64*len(recs)))
-	putFetchRecords(r, recs)
+	putRecords(fetchRecordFields(r), recs)
 	marks, err := fetchRecordMarks(enc, r.Version, make([]int, 0, len(recs)))
 	if err != nil || len(marks) != len(recs) {
 		return errSpliceWalk
@@ -336,9 +337,9 @@ type produceSplicer struct {
 // bytes are spliced, not copied. r is left as it was. The buffers are
 // valid until the next call.
 func (p *produceSplicer) appendProduce(fm *kmsg.RequestFormatter, r *kmsg.ProduceRequest, corr int32) (net.Buffers, error) {
-	p.recs = takeProduceRecords(r, p.recs[:0])
+	p.recs = takeRecords(produceRecordFields(r), p.recs[:0])
 	p.enc = fm.AppendRequest(p.enc[:0], r, corr)
-	putProduceRecords(r, p.recs)
+	putRecords(produceRecordFields(r), p.recs)
 	// The header: size, key, version, correlation id, client id (a
 	// nullable int16 string), and a flexible request's empty tags.
 	w := &walker{b: p.enc}
