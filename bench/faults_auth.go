@@ -5,16 +5,10 @@ package bench
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -153,7 +147,7 @@ func runAuthFault(ctx context.Context, cfg FaultsConfig, fault, mode string) (Fa
 	var upstreamYAML string
 	switch fault {
 	case FaultTLSRotate:
-		if a.ca, err = newAuthCA("upstream CA 1"); err != nil {
+		if a.ca, err = newBenchCA("upstream CA 1"); err != nil {
 			return res, err
 		}
 		leaf, err := a.ca.issue()
@@ -172,7 +166,7 @@ func runAuthFault(ctx context.Context, cfg FaultsConfig, fault, mode string) (Fa
 			// The gateway's listener certificate, from a CA of the
 			// runner's, so that it can be rotated (faultEnv.configYAML
 			// takes e.tls and the files as they are).
-			if a.listenerCA, err = newAuthCA("gateway listener CA"); err != nil {
+			if a.listenerCA, err = newBenchCA("gateway listener CA"); err != nil {
 				return res, err
 			}
 			env.pkiCert, env.pkiKey = filepath.Join(dir, "listener.crt"), filepath.Join(dir, "listener.key")
@@ -249,10 +243,10 @@ type authRun struct {
 	conns     *connTracker // every connection the upstream accepted
 
 	// tls-rotate
-	ca             *authCA // the CA the upstream's certificate is from
-	caFile         string  // the gateway's upstream.tls.ca
+	ca             *benchCA // the CA the upstream's certificate is from
+	caFile         string   // the gateway's upstream.tls.ca
 	upCert         *rotatingCert
-	listenerCA     *authCA // mode sni: the gateway's listener certificate
+	listenerCA     *benchCA // mode sni: the gateway's listener certificate
 	listenerSerial string
 
 	// sasl-password
@@ -520,7 +514,7 @@ func (a *authRun) tlsCycle(ctx context.Context, cycle int) {
 	}
 
 	// 2. A new CA, trusted before it is served.
-	next, err := newAuthCA(fmt.Sprintf("upstream CA %d", 2*cycle))
+	next, err := newBenchCA(fmt.Sprintf("upstream CA %d", 2*cycle))
 	if err != nil {
 		a.fail("%v", err)
 		return
@@ -567,7 +561,7 @@ func (a *authRun) tlsCycle(ctx context.Context, cycle int) {
 
 	// 3. The wrong order: a certificate from a CA the gateway does not
 	// trust yet.
-	if next, err = newAuthCA(fmt.Sprintf("upstream CA %d", 2*cycle+1)); err != nil {
+	if next, err = newBenchCA(fmt.Sprintf("upstream CA %d", 2*cycle+1)); err != nil {
 		a.fail("%v", err)
 		return
 	}
@@ -838,79 +832,6 @@ func (r *rotatingCert) count(serial string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.served[serial]
-}
-
-// authCA is a CA of the runner's; serials are unique across its CAs.
-type authCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-var authSerial atomic.Int64
-
-func newAuthCA(name string) (*authCA, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate CA key: %w", err)
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1000 + authSerial.Add(1)),
-		Subject:               pkix.Name{CommonName: "tollgate faults " + name},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, fmt.Errorf("create CA certificate: %w", err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, fmt.Errorf("parse CA certificate: %w", err)
-	}
-	return &authCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}, nil
-}
-
-// issue returns a new key and a server certificate for 127.0.0.1,
-// localhost and names, with a serial of its own.
-func (ca *authCA) issue(names ...string) (tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("generate key: %w", err)
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1000 + authSerial.Add(1)),
-		Subject:      pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     append([]string{"localhost"}, names...),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("create certificate: %w", err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("parse certificate: %w", err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
-}
-
-func leafPEM(c tls.Certificate) (certPEM, keyPEM []byte, err error) {
-	keyDER, err := x509.MarshalPKCS8PrivateKey(c.PrivateKey)
-	if err != nil {
-		return nil, nil, fmt.Errorf("encode key: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
 }
 
 // writeFileAtomic replaces path by a file holding b (a rename: a reader

@@ -2,20 +2,12 @@ package bench
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/binary"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -259,87 +251,6 @@ func (r *SuiteReport) addTLSTargets(vs []variant) {
 			r.addRatio(w.Name, tlsVariant, tlsHAProxy, tlsRefTarget, "throughput "+tlsVariant+"/"+tlsHAProxy)
 		}
 	}
-}
-
-// pki is the CA and server certificate the TLS suite writes.
-type pki struct {
-	caFile, certFile, keyFile string
-	pool                      *x509.CertPool
-}
-
-// writePKI writes a CA and a server certificate it signed for 127.0.0.1
-// and localhost to dir, valid for a day.
-func writePKI(dir string) (*pki, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("tls directory: %w", err)
-	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate CA key: %w", err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "tollgate bench CA"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("create CA certificate: %w", err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, fmt.Errorf("parse CA certificate: %w", err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate server key: %w", err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     []string{"localhost", benchSNIApex, "*." + benchSNIApex},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("create server certificate: %w", err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("encode server key: %w", err)
-	}
-	p := &pki{
-		caFile:   filepath.Join(dir, "ca.crt"),
-		certFile: filepath.Join(dir, "server.crt"),
-		keyFile:  filepath.Join(dir, "server.key"),
-		pool:     x509.NewCertPool(),
-	}
-	p.pool.AddCert(ca)
-	files := []struct {
-		path, kind string
-		der        []byte
-		mode       os.FileMode
-	}{
-		{p.caFile, "CERTIFICATE", caDER, 0o644},
-		{p.certFile, "CERTIFICATE", der, 0o644},
-		{p.keyFile, "PRIVATE KEY", keyDER, 0o600},
-	}
-	for _, f := range files {
-		data := pem.EncodeToMemory(&pem.Block{Type: f.kind, Bytes: f.der})
-		if err := os.WriteFile(f.path, data, f.mode); err != nil {
-			return nil, fmt.Errorf("write %s: %w", f.path, err)
-		}
-	}
-	return p, nil
 }
 
 // dialSNI dials addr's port at 127.0.0.1 and completes a handshake with
