@@ -519,12 +519,7 @@ func (a *authRun) tlsCycle(ctx context.Context, cycle int) {
 		a.fail("%v", err)
 		return
 	}
-	if err := writeFileAtomic(a.caFile, append(append([]byte{}, a.ca.pem...), next.pem...)); err != nil {
-		a.fail("%v", err)
-		return
-	}
-	if err := a.reload(ctx); err != nil {
-		a.fail("reload with both CAs: %v", err)
+	if !a.trustCAs(ctx, "both CAs", a.ca, next) {
 		return
 	}
 	// A handshake that began before the reload verifies against the old
@@ -540,12 +535,7 @@ func (a *authRun) tlsCycle(ctx context.Context, cycle int) {
 		return
 	}
 	a.ca = next
-	if err := writeFileAtomic(a.caFile, a.ca.pem); err != nil {
-		a.fail("%v", err)
-		return
-	}
-	if err := a.reload(ctx); err != nil {
-		a.fail("reload with the new CA: %v", err)
+	if !a.trustCAs(ctx, "the new CA", a.ca) {
 		return
 	}
 	tlsErrs := a.tlsDialErrors(ctx)
@@ -582,12 +572,7 @@ func (a *authRun) tlsCycle(ctx context.Context, cycle int) {
 		return
 	}
 	a.ca = next
-	if err := writeFileAtomic(a.caFile, a.ca.pem); err != nil {
-		a.fail("%v", err)
-		return
-	}
-	if err := a.reload(ctx); err != nil {
-		a.fail("reload with the upstream's new CA: %v", err)
+	if !a.trustCAs(ctx, "the upstream's new CA", a.ca) {
 		return
 	}
 	end := time.Now()
@@ -601,6 +586,24 @@ func (a *authRun) tlsCycle(ctx context.Context, cycle int) {
 	if a.listenerCA != nil {
 		a.rotateListener(ctx, cycle)
 	}
+}
+
+// trustCAs replaces the gateway's upstream.tls.ca file by cas and
+// reloads; false (the run failed) if either step did.
+func (a *authRun) trustCAs(ctx context.Context, what string, cas ...*benchCA) bool {
+	var b []byte
+	for _, ca := range cas {
+		b = append(b, ca.pem...)
+	}
+	if err := writeFileAtomic(a.caFile, b); err != nil {
+		a.fail("%v", err)
+		return false
+	}
+	if err := a.reload(ctx); err != nil {
+		a.fail("reload with %s: %v", what, err)
+		return false
+	}
+	return true
 }
 
 // rotateListener rewrites the gateway's listener certificate and key in

@@ -3,12 +3,9 @@
 package bench
 
 import (
-	"bytes"
 	"context"
-	"os"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestAuthFaults runs the credential faults (faults_auth.go) in every
@@ -24,46 +21,22 @@ func TestAuthFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds tollgate and runs six fault runs")
 	}
-	bin := faultTollgate(t)
-	modes := FaultModes
-	if m := os.Getenv("TOLLGATE_FAULT_MODES"); m != "" {
-		modes = strings.Split(m, ",")
-	}
-	faults := AuthFaultNames
-	if f := os.Getenv("TOLLGATE_AUTH_FAULTS"); f != "" {
-		faults = strings.Split(f, ",")
-	}
-	for _, f := range faults {
-		for _, m := range modes {
-			t.Run(f+"/"+m, func(t *testing.T) {
-				var logs bytes.Buffer
-				ctx, cancel := context.WithTimeout(context.Background(), faultRunBound+30*time.Second)
-				defer cancel()
-				r, err := RunFault(ctx, FaultsConfig{Tollgate: bin, Dir: t.TempDir(), Log: &logs}, f, m)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Logf("acked %d, redelivered %d, commit errors %d, retried %d, recovery %v, outage %v; %s", r.Acknowledged, r.Redelivered, r.CommitErrors, r.Retried, r.Recovery, r.Outage, r.Impairment)
-				if !r.OK() {
-					t.Fatalf("%+v\n%s", r, logs.String())
-				}
-				// The runner's account of the fault (what RunFault
-				// checked): each step left its line.
-				want := []string{"connections dropped", "dial errors (sasl_authentication_failed)", "log lines naming principal and mechanism"}
-				if f == FaultTLSRotate {
-					want = []string{"same CA: serial", "new CA (CA file old+new): serial", "old CA removed", "dial errors (tls_certificate)"}
-					if m == ModeSNI {
-						want = append(want, "listener certificate: serial")
-					}
-				}
-				for _, w := range want {
-					if !strings.Contains(r.Impairment, w) {
-						t.Errorf("the run's account has no %q: %s", w, r.Impairment)
-					}
-				}
-			})
+	runFaultMatrix(t, envList("TOLLGATE_AUTH_FAULTS", AuthFaultNames), func(t *testing.T, f, m string, r FaultResult) {
+		// The runner's account of the fault (what RunFault
+		// checked): each step left its line.
+		want := []string{"connections dropped", "dial errors (sasl_authentication_failed)", "log lines naming principal and mechanism"}
+		if f == FaultTLSRotate {
+			want = []string{"same CA: serial", "new CA (CA file old+new): serial", "old CA removed", "dial errors (tls_certificate)"}
+			if m == ModeSNI {
+				want = append(want, "listener certificate: serial")
+			}
 		}
-	}
+		for _, w := range want {
+			if !strings.Contains(r.Impairment, w) {
+				t.Errorf("the run's account has no %q: %s", w, r.Impairment)
+			}
+		}
+	})
 }
 
 // TestAuthFaultDirect: the credential faults need a gateway.

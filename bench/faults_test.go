@@ -69,27 +69,50 @@ func TestFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds tollgate and runs twelve fault runs")
 	}
-	bin := faultTollgate(t)
-	modes := FaultModes
-	if m := os.Getenv("TOLLGATE_FAULT_MODES"); m != "" {
-		modes = strings.Split(m, ",")
-	}
+	var faults []string
 	for _, f := range FaultNames {
-		if isNetFault(f) || isAuthFault(f) {
-			continue // TestNetFaults, TestAuthFaults
+		if !isNetFault(f) && !isAuthFault(f) {
+			faults = append(faults, f) // the others: TestNetFaults, TestAuthFaults
 		}
-		for _, m := range modes {
+	}
+	runFaultMatrix(t, faults, nil)
+}
+
+// envList is the comma-separated list in the environment variable name,
+// or def when it is unset.
+func envList(name string, def []string) []string {
+	if v := os.Getenv(name); v != "" {
+		return strings.Split(v, ",")
+	}
+	return def
+}
+
+// runFaultMatrix runs each fault in each listener mode (FaultModes, or
+// TOLLGATE_FAULT_MODES) as a subtest through the real tollgate binary and
+// fails it when the run errs or breaks the checker's invariants (RunFault's
+// OK); check, when not nil, then asserts the runner's account of it.
+// TOLLGATE_FAULT_LOG=1 logs every run's gateway log.
+func runFaultMatrix(t *testing.T, faults []string, check func(t *testing.T, fault, mode string, r FaultResult)) {
+	bin := faultTollgate(t)
+	for _, f := range faults {
+		for _, m := range envList("TOLLGATE_FAULT_MODES", FaultModes) {
 			t.Run(f+"/"+m, func(t *testing.T) {
 				var logs bytes.Buffer
 				ctx, cancel := context.WithTimeout(context.Background(), faultRunBound+30*time.Second)
 				defer cancel()
 				r, err := RunFault(ctx, FaultsConfig{Tollgate: bin, Dir: t.TempDir(), Log: &logs}, f, m)
+				if os.Getenv("TOLLGATE_FAULT_LOG") != "" {
+					t.Log(logs.String())
+				}
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Logf("acked %d, redelivered %d, commit errors %d, retried %d, data-loss notices %d, recovery %v, outage %v", r.Acknowledged, r.Redelivered, r.CommitErrors, r.Retried, r.DataLoss, r.Recovery, r.Outage)
+				t.Logf("acked %d, redelivered %d, commit errors %d, retried %d, data-loss notices %d, recovery %v, outage %v; %s", r.Acknowledged, r.Redelivered, r.CommitErrors, r.Retried, r.DataLoss, r.Recovery, r.Outage, r.Impairment)
 				if !r.OK() {
 					t.Fatalf("%+v\n%s", r, logs.String())
+				}
+				if check != nil {
+					check(t, f, m, r)
 				}
 			})
 		}
