@@ -212,8 +212,12 @@ type Limits struct {
 	MaxInFlight int `yaml:"max_in_flight"`
 	// SocketSendBufferBytes is the SO_SNDBUF of client connections, as
 	// Kafka's socket.send.buffer.bytes; 0 leaves the kernel's autotuning
-	// (Kafka's -1).
+	// (Kafka's -1), the default.
 	SocketSendBufferBytes Size `yaml:"socket_send_buffer_bytes"`
+	// SocketUnsentBytes is the TCP_NOTSENT_LOWAT of client connections:
+	// what of a response may wait unsent in the kernel for a client that
+	// does not read; 0 leaves the kernel's default (no limit).
+	SocketUnsentBytes Size `yaml:"socket_unsent_bytes"`
 	// IdleTimeout closes a connection with no request for this long
 	// (like connections.max.idle.ms).
 	IdleTimeout Duration `yaml:"idle_timeout"`
@@ -256,7 +260,8 @@ const (
 	DefaultMaxConnections   = 10000
 	DefaultMaxConnsPerAddr  = 0 // no cap, as Kafka's max.connections.per.ip
 	DefaultMaxInFlight      = 100
-	DefaultSocketSendBuffer = Size(100 * KiB) // Kafka's socket.send.buffer.bytes (102400)
+	DefaultSocketSendBuffer = Size(0)         // autotuned; Kafka's socket.send.buffer.bytes is 102400 (README "Limits")
+	DefaultSocketUnsent     = Size(128 * KiB) // TCP_NOTSENT_LOWAT: what a stalled client holds in the kernel
 	DefaultDialTimeout      = Duration(10 * time.Second)
 	DefaultMetadataRefresh  = Duration(30 * time.Second)
 	DefaultFsyncInterval    = Duration(50 * time.Millisecond)
@@ -295,6 +300,7 @@ func Default() *Config {
 			MaxConnectionsPerAddress: DefaultMaxConnsPerAddr,
 			MaxInFlight:              DefaultMaxInFlight,
 			SocketSendBufferBytes:    DefaultSocketSendBuffer,
+			SocketUnsentBytes:        DefaultSocketUnsent,
 			IdleTimeout:              DefaultIdleTimeout,
 			FrameTimeout:             DefaultFrameTimeout,
 			DrainTimeout:             DefaultDrainTimeout,

@@ -67,7 +67,8 @@
 //	  max_connections: 10000
 //	  max_connections_per_address: 0    # 0 = no per-address cap
 //	  max_in_flight: 100        # pipelined requests per connection
-//	  socket_send_buffer_bytes: 100KiB  # SO_SNDBUF of client connections (socket.send.buffer.bytes); 0 = kernel autotuning
+//	  socket_send_buffer_bytes: 0       # SO_SNDBUF of client connections (socket.send.buffer.bytes); 0 = kernel autotuning
+//	  socket_unsent_bytes: 128KiB       # TCP_NOTSENT_LOWAT of client connections; 0 = no limit
 //	  idle_timeout: 10m         # like connections.max.idle.ms
 //	  frame_timeout: 30s        # a started frame must finish; pushed forward on progress
 //	  drain_timeout: 15s        # graceful shutdown bound

@@ -385,6 +385,9 @@ func (v *validator) limits() {
 	if l.SocketSendBufferBytes > 1<<30 {
 		v.errf("limits.socket_send_buffer_bytes", l.SocketSendBufferBytes, "%d: want at most 1GiB, or 0 (the kernel's autotuning)", l.SocketSendBufferBytes)
 	}
+	if l.SocketUnsentBytes > 1<<30 {
+		v.errf("limits.socket_unsent_bytes", l.SocketUnsentBytes, "%d: want at most 1GiB, or 0 (the kernel's default: no limit)", l.SocketUnsentBytes)
+	}
 	v.positive("limits.idle_timeout", l.IdleTimeout)
 	v.positive("limits.frame_timeout", l.FrameTimeout)
 	v.positive("limits.drain_timeout", l.DrainTimeout)

@@ -134,6 +134,7 @@ func proxyOptions(cfg *configs.Config, log *slog.Logger) proxy.Options {
 		MaxFrameBytes:            int32(min(int64(cfg.Limits.MaxFrameBytes), 1<<31-1)),
 		MaxInFlight:              cfg.Limits.MaxInFlight,
 		SocketSendBufferBytes:    socketBuffer(cfg.Limits.SocketSendBufferBytes),
+		SocketUnsentBytes:        socketBuffer(cfg.Limits.SocketUnsentBytes),
 		MaxConnections:           cfg.Limits.MaxConnections,
 		MaxConnectionsPerAddress: cfg.Limits.MaxConnectionsPerAddress,
 		MaxPreauthFrameBytes:     int32(min(int64(cfg.Limits.MaxPreauthFrameBytes), 1<<31-1)),

@@ -82,12 +82,16 @@ type Options struct {
 	AuthTimeout time.Duration
 	MaxInFlight int // pipelined requests per connection before reading stops
 	// SocketSendBufferBytes is the SO_SNDBUF of client connections
-	// (Kafka's socket.send.buffer.bytes); 0 takes the default (100 KiB),
-	// below 0 leaves the kernel's autotuning.
+	// (Kafka's socket.send.buffer.bytes); 0 or below leaves the kernel's
+	// autotuning (the default).
 	SocketSendBufferBytes int
-	IdleTimeout           time.Duration // no frame started for this long closes the connection
-	FrameTimeout          time.Duration // a started frame must finish within this (pushed forward on progress)
-	DrainTimeout          time.Duration // graceful shutdown bound
+	// SocketUnsentBytes is the TCP_NOTSENT_LOWAT of client connections:
+	// how much of a response may wait in the kernel unsent; 0 takes the
+	// default (128 KiB), below 0 leaves the kernel's (no limit).
+	SocketUnsentBytes int
+	IdleTimeout       time.Duration // no frame started for this long closes the connection
+	FrameTimeout      time.Duration // a started frame must finish within this (pushed forward on progress)
+	DrainTimeout      time.Duration // graceful shutdown bound
 
 	Logger *slog.Logger
 	// LogSummaryInterval is how often repeated client-triggered log lines
@@ -174,8 +178,8 @@ func (o *Options) setDefaults() {
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = configs.DefaultMaxInFlight
 	}
-	if o.SocketSendBufferBytes == 0 {
-		o.SocketSendBufferBytes = int(configs.DefaultSocketSendBuffer)
+	if o.SocketUnsentBytes == 0 {
+		o.SocketUnsentBytes = int(configs.DefaultSocketUnsent)
 	}
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = configs.DefaultIdleTimeout.D()

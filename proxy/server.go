@@ -208,21 +208,29 @@ func (s *Server) goAccept(l *listener, ln net.Listener, node int32) {
 	}()
 }
 
-// sizeSendBuffer sets a client connection's SO_SNDBUF to
-// SocketSendBufferBytes (Kafka's socket.send.buffer.bytes; 0 leaves the
-// kernel's autotuning). The send buffer is where the bytes of a response
-// wait for a client that does not read them: kernel memory, outside the
-// gateway's heap, that autotuning lets grow to net.ipv4.tcp_wmem's
-// maximum (4 MiB by default) on each connection. A thousand stalled
-// clients then hold gigabytes and push the machine's TCP into memory
-// pressure (net.ipv4.tcp_mem), which slows every connection; a fixed
-// buffer holds twice its size (the kernel doubles it for overhead).
+// sizeSendBuffer bounds the kernel memory a client connection holds for
+// a client that does not read: the bytes of a response wait in its send
+// queue, outside the gateway's heap. Autotuning lets the queue grow to
+// net.ipv4.tcp_wmem's maximum (4 MiB by default) on each connection, and
+// a thousand stalled clients then hold gigabytes and push the machine's
+// TCP into memory pressure (net.ipv4.tcp_mem), which slows every
+// connection. SocketUnsentBytes (TCP_NOTSENT_LOWAT) bounds what waits
+// unsent while leaving the buffer autotuned, so a client on a long fat
+// link still gets bandwidth × round trip in flight; SocketSendBufferBytes
+// (SO_SNDBUF, Kafka's socket.send.buffer.bytes) caps the whole queue,
+// sent and unsent, at twice its size (the kernel doubles it).
 func (s *Server) sizeSendBuffer(c net.Conn) {
-	if s.opts.SocketSendBufferBytes <= 0 {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
 		return
 	}
-	if tc, ok := c.(*net.TCPConn); ok {
+	if s.opts.SocketSendBufferBytes > 0 {
 		tc.SetWriteBuffer(s.opts.SocketSendBufferBytes)
+	}
+	if s.opts.SocketUnsentBytes > 0 {
+		if err := limitUnsent(tc, s.opts.SocketUnsentBytes); err != nil {
+			s.noisy.Log(slog.LevelWarn, "socket_option_failed", "", "cannot limit a client socket's unsent bytes (TCP_NOTSENT_LOWAT)", "err", err)
+		}
 	}
 }
 

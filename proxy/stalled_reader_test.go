@@ -116,35 +116,61 @@ func TestStalledReaderClosed(t *testing.T) {
 }
 
 // TestStalledReaderSendBuffer: the bytes the kernel queues for a client
-// that stopped reading are bounded by the gateway's SO_SNDBUF
-// (SocketSendBufferBytes, the kernel doubling it), not the megabytes
-// autotuning grows a send buffer to (net.ipv4.tcp_wmem's maximum).
+// that stopped reading are bounded, not the megabytes autotuning grows a
+// send buffer to (net.ipv4.tcp_wmem's maximum): by default by the unsent
+// limit (SocketUnsentBytes, TCP_NOTSENT_LOWAT) with the buffer autotuned,
+// or by a fixed SO_SNDBUF (SocketSendBufferBytes, the kernel doubling it).
+// Without either, the queue holds megabytes (the "none" case checks the
+// test can tell).
 func TestStalledReaderSendBuffer(t *testing.T) {
-	const sndbuf = 64 << 10
 	c := startUpstream(t, 1, kfake.SeedTopics(1, "big"))
-	srv := startGateway(t, c, func(o *proxy.Options) { o.SocketSendBufferBytes = sndbuf })
-	ctx := ctxT(t, 60*time.Second)
-	cl := newClient(t, srv, nil, kgo.DefaultProduceTopic("big"))
-	val := make([]byte, 64<<10)
-	rand.Read(val)
-	for range 128 {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
-			t.Fatal(err)
+	ctx := ctxT(t, 120*time.Second)
+	{
+		srv := startGateway(t, c)
+		cl := newClient(t, srv, nil, kgo.DefaultProduceTopic("big"))
+		val := make([]byte, 64<<10)
+		rand.Read(val)
+		for range 128 {
+			if err := cl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	conn := stallFetch(t, srv.Addr(0).String(), 12)
-	defer conn.Close()
-	local := conn.LocalAddr().(*net.TCPAddr).Port
-	// The gateway's side of the connection: its send queue, once it stops
-	// growing.
-	var queued, last int64 = 0, -1
-	waitFor(t, ctx, "the gateway's send queue to settle", func() bool {
-		last, queued = queued, sendQueue(t, local)
-		time.Sleep(100 * time.Millisecond)
-		return queued > 0 && queued == last
-	})
-	if limit := int64(2*sndbuf + 64<<10); queued > limit {
-		t.Fatalf("the kernel holds %d bytes for the stalled client, want at most %d (SO_SNDBUF %d, doubled by the kernel)", queued, limit, sndbuf)
+	for _, tc := range []struct {
+		name           string
+		sndbuf, unsent int
+		limit          int64 // at most; 0: more than 1 MiB
+	}{
+		// What waits unsent, plus what is in flight to a 4 KiB receive
+		// window and one more segment the kernel takes past the limit.
+		{"default", 0, 0, 128<<10 + 128<<10},
+		{"sndbuf", 64 << 10, -1, 2*64<<10 + 64<<10},
+		{"none", -1, -1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := startGateway(t, c, func(o *proxy.Options) { o.SocketSendBufferBytes, o.SocketUnsentBytes = tc.sndbuf, tc.unsent })
+			conn := stallFetch(t, srv.Addr(0).String(), 12)
+			defer conn.Close()
+			local := conn.LocalAddr().(*net.TCPAddr).Port
+			// The gateway's side of the connection: its send queue, once
+			// it stops growing.
+			var queued, last int64 = 0, -1
+			waitFor(t, ctx, "the gateway's send queue to settle", func() bool {
+				last, queued = queued, sendQueue(t, local)
+				time.Sleep(100 * time.Millisecond)
+				return queued > 0 && queued == last
+			})
+			t.Logf("the kernel holds %d bytes for the stalled client", queued)
+			if tc.limit == 0 {
+				if queued <= 1<<20 {
+					t.Fatalf("with no limit the kernel holds %d bytes, want more than 1 MiB: the other cases bound nothing", queued)
+				}
+				return
+			}
+			if queued > tc.limit {
+				t.Fatalf("the kernel holds %d bytes for the stalled client, want at most %d (SO_SNDBUF %d, unsent %d)", queued, tc.limit, tc.sndbuf, tc.unsent)
+			}
+		})
 	}
 }
 
