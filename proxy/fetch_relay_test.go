@@ -10,23 +10,25 @@ import (
 )
 
 // TestRelayErrBlamesTheRightSide: a spliced Fetch relay's error is the
-// client's when it can only come from the write side (EPIPE), and the
-// upstream's otherwise; the errors have the shape net.TCPConn.ReadFrom
-// returns.
+// client's when it can only come from the write side (EPIPE) or is a
+// reset with the client's socket closed, and the upstream's otherwise;
+// the errors have the shape net.TCPConn.ReadFrom returns.
 func TestRelayErrBlamesTheRightSide(t *testing.T) {
 	splice := func(errno syscall.Errno) error {
 		return &net.OpError{Op: "readfrom", Net: "tcp", Err: os.NewSyscallError("splice", errno)}
 	}
 	for _, c := range []struct {
-		name   string
-		err    error
-		client bool
+		name         string
+		err          error
+		clientClosed bool
+		client       bool
 	}{
-		{"broken pipe", splice(syscall.EPIPE), true},
-		{"connection reset (either side)", splice(syscall.ECONNRESET), false},
-		{"timeout", splice(syscall.ETIMEDOUT), false},
+		{"broken pipe", splice(syscall.EPIPE), false, true},
+		{"connection reset, client socket open", splice(syscall.ECONNRESET), false, false},
+		{"connection reset, client socket closed", splice(syscall.ECONNRESET), true, true},
+		{"timeout", splice(syscall.ETIMEDOUT), true, false},
 	} {
-		got := relayErr(c.err)
+		got := relayErr(c.err, func() bool { return c.clientClosed })
 		if isClientWriteErr(got) != c.client {
 			t.Errorf("%s: client side %v, want %v (%v)", c.name, isClientWriteErr(got), c.client, got)
 		}
@@ -34,7 +36,8 @@ func TestRelayErrBlamesTheRightSide(t *testing.T) {
 			t.Errorf("%s: the cause is lost: %v", c.name, got)
 		}
 	}
-	if relayErr(nil) != nil || relayErr(io.EOF) != io.EOF {
+	never := func() bool { return false }
+	if relayErr(nil, never) != nil || relayErr(io.EOF, never) != io.EOF {
 		t.Error("nil and EOF must pass unchanged")
 	}
 }

@@ -439,18 +439,21 @@ func (c clientWriter) ReadFrom(r io.Reader) (int64, error) {
 		return io.Copy(struct{ io.Writer }{c}, r)
 	}
 	n, err := rf.ReadFrom(r)
-	return n, relayErr(err)
+	return n, relayErr(err, func() bool { return peerClosed(c.w) })
 }
 
 // relayErr classes a splice's error. ReadFrom does not say which side
 // failed, but EPIPE only comes from writing to a socket whose peer has
-// gone, so it is the client's; any other error (ECONNRESET can be
-// either side) stays the upstream's, and either way the session ends.
-func relayErr(err error) error {
+// gone, so it is the client's; ECONNRESET can be either side's, and is
+// the client's when clientClosed reports the client's socket closed (a
+// consumer that closed mid-answer resets it); any other error stays the
+// upstream's. Either way the session ends.
+func relayErr(err error, clientClosed func() bool) error {
 	switch {
 	case err == nil || errors.Is(err, io.EOF):
 		return err
-	case errors.Is(err, syscall.EPIPE):
+	case errors.Is(err, syscall.EPIPE),
+		errors.Is(err, syscall.ECONNRESET) && clientClosed():
 		return clientWriteErr{fmt.Errorf("relay Fetch records: %w", err)}
 	}
 	return fmt.Errorf("relay Fetch records: %w", err)

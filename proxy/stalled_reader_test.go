@@ -327,3 +327,40 @@ func TestSlowReaderNotClosed(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestClientResetMidFetch: a consumer that resets its connection while a
+// Fetch answer's record sets are being spliced to it closed the
+// connection itself: the close is not counted or logged as an upstream
+// failure (ECONNRESET from the splice is told apart by the client
+// socket's TCP state).
+func TestClientResetMidFetch(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := startUpstream(t, 1, kfake.SeedTopics(1, "big"))
+	srv := startGateway(t, c, func(o *proxy.Options) { o.Hooks = metrics.New(reg) })
+	ctx := ctxT(t, 60*time.Second)
+	cl := newClient(t, srv, nil, kgo.DefaultProduceTopic("big"))
+	val := make([]byte, 64<<10)
+	rand.Read(val)
+	for range 128 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn := stallFetch(t, srv.Addr(0).String(), 12)
+	local := conn.LocalAddr().(*net.TCPAddr).Port
+	waitFor(t, ctx, "the answer to be on its way", func() bool { return sendQueue(t, local) > 0 })
+	conn.(*net.TCPConn).SetLinger(0) // close with a reset
+	conn.Close()
+	closes := func(reason string) float64 {
+		return counterValue(t, reg, "tollgate_connection_closes_total", map[string]string{"reason": reason})
+	}
+	waitFor(t, ctx, "the reset connection's close to be counted", func() bool {
+		return counterValue(t, reg, "tollgate_connection_closes_total", nil) >= 1
+	})
+	if up := closes("upstream_error"); up != 0 {
+		t.Fatalf("a client's reset counted as upstream_error (%v); client_closed %v, client_error %v", up, closes("client_closed"), closes("client_error"))
+	}
+	if err := cl.Ping(ctx); err != nil {
+		t.Fatalf("another client after the reset: %v", err)
+	}
+}
