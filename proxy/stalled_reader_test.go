@@ -56,13 +56,7 @@ func TestStalledReaderClosed(t *testing.T) {
 			ctx := ctxT(t, 60*time.Second)
 			cl := newClient(t, srv, nil, kgo.DefaultProduceTopic("big"), kgo.AllowAutoTopicCreation())
 			// 8 MiB in the partition: far more than the socket buffers hold.
-			val := make([]byte, 64<<10)
-			rand.Read(val) // incompressible: kgo compresses batches
-			for range 128 {
-				if err := cl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
-					t.Fatal(err)
-				}
-			}
+			produceRandom(t, ctx, cl, 128)
 
 			addr := srv.Addr(0).String()
 			// A small receive buffer, set before connecting (the window
@@ -125,17 +119,7 @@ func TestStalledReaderClosed(t *testing.T) {
 func TestStalledReaderSendBuffer(t *testing.T) {
 	c := startUpstream(t, 1, kfake.SeedTopics(1, "big"))
 	ctx := ctxT(t, 120*time.Second)
-	{
-		srv := startGateway(t, c)
-		cl := newClient(t, srv, nil, kgo.DefaultProduceTopic("big"))
-		val := make([]byte, 64<<10)
-		rand.Read(val)
-		for range 128 {
-			if err := cl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	produceRandom(t, ctx, newClient(t, startGateway(t, c), nil, kgo.DefaultProduceTopic("big")), 128)
 	for _, tc := range []struct {
 		name           string
 		sndbuf, unsent int
@@ -152,14 +136,7 @@ func TestStalledReaderSendBuffer(t *testing.T) {
 			conn := stallFetch(t, srv.Addr(0).String(), 12)
 			defer conn.Close()
 			local := conn.LocalAddr().(*net.TCPAddr).Port
-			// The gateway's side of the connection: its send queue, once
-			// it stops growing.
-			var queued, last int64 = 0, -1
-			waitFor(t, ctx, "the gateway's send queue to settle", func() bool {
-				last, queued = queued, sendQueue(t, local)
-				time.Sleep(100 * time.Millisecond)
-				return queued > 0 && queued == last
-			})
+			queued := settledSendQueue(t, ctx, local)
 			t.Logf("the kernel holds %d bytes for the stalled client", queued)
 			if tc.limit == 0 {
 				if queued <= 1<<20 {
@@ -212,6 +189,32 @@ func stallFetches(t *testing.T, addr string, version int16, n int) net.Conn {
 	return conn
 }
 
+// produceRandom produces n incompressible 64 KiB records (kgo compresses
+// batches) to cl's default topic.
+func produceRandom(t *testing.T, ctx context.Context, cl *kgo.Client, n int) {
+	t.Helper()
+	val := make([]byte, 64<<10)
+	rand.Read(val)
+	for range n {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// settledSendQueue is the send queue of the gateway's side of the
+// client connection from peerPort, once it stops growing.
+func settledSendQueue(t *testing.T, ctx context.Context, peerPort int) int64 {
+	t.Helper()
+	var queued, last int64 = 0, -1
+	waitFor(t, ctx, "the gateway's send queue to settle", func() bool {
+		last, queued = queued, sendQueue(t, peerPort)
+		time.Sleep(100 * time.Millisecond)
+		return queued > 0 && queued == last
+	})
+	return queued
+}
+
 // sendQueue is the send queue (tx_queue in /proc/net/tcp) of the socket
 // whose peer is 127.0.0.1:peerPort: the gateway's side of a client's
 // connection.
@@ -248,13 +251,7 @@ func TestSinglePortStalledReaderHoldsOneAnswer(t *testing.T) {
 	up := startBuiltinWith(t, func(o *proxy.Options) { o.Hooks = metrics.New(reg) })
 	ctx := ctxT(t, 60*time.Second)
 	pcl := newClient(t, up, nil, kgo.DefaultProduceTopic("big"), kgo.AllowAutoTopicCreation())
-	val := make([]byte, 64<<10)
-	rand.Read(val)
-	for range 128 {
-		if err := pcl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	produceRandom(t, ctx, pcl, 128)
 	srv := startServer(t, proxy.Options{
 		Listeners: []proxy.ListenerOptions{{Name: "sp", Listen: "127.0.0.1:0", SinglePort: &proxy.SinglePortOptions{}}},
 		Bootstrap: []string{up.Addr(0).String()},
@@ -267,12 +264,7 @@ func TestSinglePortStalledReaderHoldsOneAnswer(t *testing.T) {
 	defer conn.Close()
 	local := conn.LocalAddr().(*net.TCPAddr).Port
 	// The first answer fills the sockets and the gateway's write blocks.
-	var queued, last int64 = 0, -1
-	waitFor(t, ctx, "the gateway's send queue to settle", func() bool {
-		last, queued = queued, sendQueue(t, local)
-		time.Sleep(100 * time.Millisecond)
-		return queued > 0 && queued == last
-	})
+	settledSendQueue(t, ctx, local)
 	if n := fetches(); n != 1 {
 		t.Fatalf("the upstream answered %v Fetches of a client that reads nothing, want 1 (one answer held)", n)
 	}
@@ -289,13 +281,7 @@ func TestSlowReaderNotClosed(t *testing.T) {
 	up := startBuiltinWith(t)
 	ctx := ctxT(t, 60*time.Second)
 	pcl := newClient(t, up, nil, kgo.DefaultProduceTopic("big"), kgo.AllowAutoTopicCreation())
-	val := make([]byte, 64<<10)
-	rand.Read(val)
-	for range 48 {
-		if err := pcl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	produceRandom(t, ctx, pcl, 48)
 	reg := prometheus.NewRegistry()
 	srv := startServer(t, proxy.Options{
 		Listeners:    []proxy.ListenerOptions{{Name: "sp", Listen: "127.0.0.1:0", SinglePort: &proxy.SinglePortOptions{}}},
@@ -339,13 +325,7 @@ func TestClientResetMidFetch(t *testing.T) {
 	srv := startGateway(t, c, func(o *proxy.Options) { o.Hooks = metrics.New(reg) })
 	ctx := ctxT(t, 60*time.Second)
 	cl := newClient(t, srv, nil, kgo.DefaultProduceTopic("big"))
-	val := make([]byte, 64<<10)
-	rand.Read(val)
-	for range 128 {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	produceRandom(t, ctx, cl, 128)
 	conn := stallFetch(t, srv.Addr(0).String(), 12)
 	local := conn.LocalAddr().(*net.TCPAddr).Port
 	waitFor(t, ctx, "the answer to be on its way", func() bool { return sendQueue(t, local) > 0 })
