@@ -4,7 +4,7 @@
 GO      ?= go
 FUZZTIME ?= 2000x
 
-.PHONY: run test deps vet unit fuzz bench build docker
+.PHONY: run test deps vet unit fuzz bench build docker kgo-suite
 
 run:
 	$(GO) run ./cmd/tollgate
@@ -78,6 +78,14 @@ fuzz:
 	done
 
 test: deps vet unit fuzz
+
+# franz-go's own kgo integration tests through the tollgate binary, on the
+# built-in broker and on a 3-broker kfake (port-per-broker, single-port):
+# a peer suite, about 4 minutes, not part of `make test`
+# (bench/kgo_suite_test.go; KGO_SUITE_MODES picks modes).
+KGO_SUITE_MODES ?= 1
+kgo-suite:
+	TOLLGATE_KGO_SUITE=$(KGO_SUITE_MODES) $(GO) test -count=1 -run '^TestKgoSuite$$' -v -timeout 60m ./bench
 
 # The benchmark is its own command (the product binary links no kfake);
 # the broker suite measures a built tollgate binary.
