@@ -993,9 +993,32 @@ func (s *session) writeLocal(p pending) error {
 		}
 		return err
 	}
-	_, err := body.WriteTo(s.client) // releases what it holds
+	_, err := body.WriteTo(s.progressWriter()) // releases what it holds
 	s.finish(&p, out, nil)
 	return err
+}
+
+// progressWriter is the client connection for a body that writes itself
+// (the built-in broker's Fetch, sent from the segment files): a plain TCP
+// connection that pushes its write deadline when one passed while bytes
+// still moved (sendfile, storage.DeadlinePusher), and on TLS a stepWriter.
+func (s *session) progressWriter() io.Writer {
+	if tc, ok := s.client.(*net.TCPConn); ok {
+		return pushingConn{tc, s}
+	}
+	return stepWriter{s}
+}
+
+// pushingConn is a client's TCP connection whose write deadline
+// (frame_timeout) bounds a write that makes no progress; it stays a
+// *net.TCPConn for sendfile.
+type pushingConn struct {
+	*net.TCPConn
+	s *session
+}
+
+func (c pushingConn) PushWriteDeadline() {
+	c.SetWriteDeadline(time.Now().Add(c.s.srv.opts.FrameTimeout))
 }
 
 // writeFetchAnswer writes a merged single-port Fetch answer from its
@@ -1009,12 +1032,7 @@ func (s *session) writeFetchAnswer(p pending, a *fetchAnswer) error {
 	s.wbuf = wire.AppendResponseHeader(s.wbuf[:0], p.key, p.version, p.corr, a.Len())
 	out := len(s.wbuf) + a.Len()
 	bufs := a.buffers(net.Buffers{s.wbuf})
-	var err error
-	if _, tcp := s.client.(*net.TCPConn); tcp {
-		err = s.writeProgress(bufs)
-	} else {
-		err = writeCoalesced(s.client, bufs)
-	}
+	err := s.writeProgress(bufs)
 	s.finish(&p, out, a.start()) // the top-level fields, for the outcome
 	return err
 }
@@ -1049,8 +1067,12 @@ func (s *session) fullAudit(p *pending) bool {
 // makes no progress, not how long a large answer (a merged single-port
 // Fetch of tens of MiB) takes to reach a slow but reading client. A TLS
 // connection's state is lost once a write times out (crypto/tls), so
-// there the deadline bounds the whole write.
+// there the answer is written in steps (stepWriter), each with a
+// deadline of its own, its small pieces coalesced (writeCoalesced).
 func (s *session) writeProgress(bufs net.Buffers) error {
+	if _, tcp := s.client.(*net.TCPConn); !tcp {
+		return writeCoalesced(stepWriter{s}, bufs)
+	}
 	for {
 		n, err := bufs.WriteTo(s.client) // consumes what it wrote
 		_, tcp := s.client.(*net.TCPConn)
@@ -1059,6 +1081,33 @@ func (s *session) writeProgress(bufs net.Buffers) error {
 		}
 		s.client.SetWriteDeadline(time.Now().Add(s.srv.opts.FrameTimeout))
 	}
+}
+
+// writeStep is how much of an answer stepWriter writes under one
+// deadline, as a TLS copy writes per call (tlsCopyBuf): a client must
+// take 256 KiB per frame_timeout (under 9 KB/s at the default 30 s) to
+// stay connected.
+const writeStep = tlsCopyBuf
+
+// stepWriter writes to a client connection that cannot resume a timed-out
+// write (TLS) in steps of at most writeStep bytes, pushing the write
+// deadline before each, so the deadline bounds a step that makes no
+// progress, not how long a large answer takes to reach a slow reader.
+type stepWriter struct{ s *session }
+
+func (w stepWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		k := min(len(p), writeStep)
+		w.s.client.SetWriteDeadline(time.Now().Add(w.s.srv.opts.FrameTimeout))
+		m, err := w.s.client.Write(p[:k])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
 }
 
 // relayResponse moves the next upstream response to the client, rewriting

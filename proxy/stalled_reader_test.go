@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -159,8 +160,9 @@ func stallFetch(t *testing.T, addr string, version int16) net.Conn {
 	return stallFetches(t, addr, version, 1)
 }
 
-// stallFetches is stallFetch sending n Fetches at once.
-func stallFetches(t *testing.T, addr string, version int16, n int) net.Conn {
+// stallFetches is stallFetch sending n Fetches at once; wrap, if given,
+// wraps the connection first (a TLS client).
+func stallFetches(t *testing.T, addr string, version int16, n int, wrap ...func(net.Conn) net.Conn) net.Conn {
 	t.Helper()
 	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10) })
@@ -168,6 +170,9 @@ func stallFetches(t *testing.T, addr string, version int16, n int) net.Conn {
 	conn, err := d.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, w := range wrap {
+		conn = w(conn)
 	}
 	req := kmsg.NewPtrFetchRequest()
 	req.SetVersion(version)
@@ -279,38 +284,74 @@ func TestSinglePortStalledReaderHoldsOneAnswer(t *testing.T) {
 // a write that makes no progress, not a slow one.
 func TestSlowReaderNotClosed(t *testing.T) {
 	up := startBuiltinWith(t)
-	ctx := ctxT(t, 60*time.Second)
+	ctx := ctxT(t, 120*time.Second)
 	pcl := newClient(t, up, nil, kgo.DefaultProduceTopic("big"), kgo.AllowAutoTopicCreation())
 	produceRandom(t, ctx, pcl, 48)
-	reg := prometheus.NewRegistry()
-	srv := startServer(t, proxy.Options{
-		Listeners:    []proxy.ListenerOptions{{Name: "sp", Listen: "127.0.0.1:0", SinglePort: &proxy.SinglePortOptions{}}},
-		Bootstrap:    []string{up.Addr(0).String()},
-		Logger:       testLogger(t),
-		Hooks:        metrics.New(reg),
-		FrameTimeout: time.Second,
-	})
-	conn := stallFetches(t, srv.Addr(0).String(), 12, 1)
-	defer conn.Close()
-	// 64 KiB every 100 ms: a 3 MiB answer takes about 5 s.
-	var size [4]byte
-	conn.SetReadDeadline(time.Now().Add(50 * time.Second))
-	if _, err := io.ReadFull(conn, size[:]); err != nil {
-		t.Fatal(err)
-	}
-	want := int64(binary.BigEndian.Uint32(size[:]))
-	if want < 2<<20 {
-		t.Fatalf("answer of %d bytes, want over 2 MiB", want)
-	}
-	var got int64
-	for got < want {
-		n, err := io.CopyN(io.Discard, conn, min(64<<10, want-got))
-		got += n
-		if err != nil {
-			t.Fatalf("read %d of %d bytes: %v (closes as write_timeout: %v)", got, want, err,
-				counterValue(t, reg, "tollgate_connection_closes_total", map[string]string{"reason": "write_timeout"}))
-		}
-		time.Sleep(100 * time.Millisecond)
+	ca := newTestCA(t)
+	cert := ca.issue(t, "kafka.test", net.IPv4(127, 0, 0, 1))
+	for _, tc := range []struct {
+		name     string
+		tls      bool
+		sendfile bool // the built-in broker's own listener: the body goes by sendfile
+	}{
+		{"single-port", false, false},
+		{"single-port-tls", true, false},
+		{"builtin-sendfile", false, true},
+		{"builtin-tls", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			var wrap []func(net.Conn) net.Conn
+			var serverTLS *tls.Config
+			if tc.tls {
+				serverTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+				wrap = append(wrap, func(c net.Conn) net.Conn {
+					return tls.Client(c, &tls.Config{RootCAs: ca.pool, ServerName: "kafka.test", MinVersion: tls.VersionTLS12})
+				})
+			}
+			srv := up
+			if tc.sendfile {
+				srv = startBuiltinWith(t, func(o *proxy.Options) {
+					o.Hooks, o.FrameTimeout = metrics.New(reg), time.Second
+					o.Listeners[0].TLS = serverTLS
+				})
+				opts := []kgo.Opt{kgo.DefaultProduceTopic("big"), kgo.AllowAutoTopicCreation()}
+				if tc.tls {
+					opts = append(opts, kgo.DialTLSConfig(&tls.Config{RootCAs: ca.pool, ServerName: "kafka.test", MinVersion: tls.VersionTLS12}))
+				}
+				produceRandom(t, ctx, newClient(t, srv, nil, opts...), 48)
+			} else {
+				srv = startServer(t, proxy.Options{
+					Listeners:    []proxy.ListenerOptions{{Name: "sp", Listen: "127.0.0.1:0", SinglePort: &proxy.SinglePortOptions{}, TLS: serverTLS}},
+					Bootstrap:    []string{up.Addr(0).String()},
+					Logger:       testLogger(t),
+					Hooks:        metrics.New(reg),
+					FrameTimeout: time.Second,
+				})
+			}
+			conn := stallFetches(t, srv.Addr(0).String(), 12, 1, wrap...)
+			defer conn.Close()
+			// 64 KiB every 100 ms: a 3 MiB answer takes about 5 s.
+			var size [4]byte
+			conn.SetReadDeadline(time.Now().Add(50 * time.Second))
+			if _, err := io.ReadFull(conn, size[:]); err != nil {
+				t.Fatal(err)
+			}
+			want := int64(binary.BigEndian.Uint32(size[:]))
+			if want < 2<<20 {
+				t.Fatalf("answer of %d bytes, want over 2 MiB", want)
+			}
+			var got int64
+			for got < want {
+				n, err := io.CopyN(io.Discard, conn, min(64<<10, want-got))
+				got += n
+				if err != nil {
+					t.Fatalf("read %d of %d bytes: %v (closes as write_timeout: %v)", got, want, err,
+						counterValue(t, reg, "tollgate_connection_closes_total", map[string]string{"reason": "write_timeout"}))
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"os"
 	"sort"
 	"sync"
 	"syscall"
@@ -224,8 +225,9 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b 
 // descriptor (*net.TCPConn, *net.UnixConn) the bytes go file to socket with
 // sendfile(2), never through the Go heap; each call passes its own file
 // offset, so concurrent readers of one segment never share a seek
-// position. Write deadlines on the connection apply. Other writers (TLS) get
-// pread + Write.
+// position. Write deadlines on the connection apply; when w is also a
+// DeadlinePusher, a deadline that passes while bytes still moved is
+// pushed and the write goes on. Other writers (TLS) get pread + Write.
 func (r *ReadResult) WriteTo(w io.Writer) (int64, error) {
 	var total int64
 	sc, isSock := w.(syscall.Conn)
@@ -248,6 +250,11 @@ func (r *ReadResult) WriteTo(w io.Writer) (int64, error) {
 	return total, nil
 }
 
+// DeadlinePusher is a connection whose write deadline bounds a write that
+// makes no progress rather than a whole one: PushWriteDeadline sets a new
+// deadline, called when one passed while bytes still moved.
+type DeadlinePusher interface{ PushWriteDeadline() }
+
 func sendfile(sc syscall.Conn, s Section) (int64, error) {
 	rc, err := sc.SyscallConn()
 	if err != nil {
@@ -255,7 +262,7 @@ func sendfile(sc syscall.Conn, s Section) (int64, error) {
 	}
 	off, remain := s.Pos, s.Len
 	var werr error
-	err = rc.Write(func(fd uintptr) bool {
+	write := func(fd uintptr) bool {
 		for remain > 0 {
 			n, e := syscall.Sendfile(int(fd), s.seg.fd, &off, int(min(remain, 1<<30)))
 			if n > 0 {
@@ -275,7 +282,16 @@ func sendfile(sc syscall.Conn, s Section) (int64, error) {
 			}
 		}
 		return true
-	})
+	}
+	pusher, _ := sc.(DeadlinePusher)
+	for {
+		before := remain
+		err = rc.Write(write)
+		if pusher == nil || remain == before || !errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		}
+		pusher.PushWriteDeadline()
+	}
 	if err == nil {
 		err = werr
 	}
