@@ -85,6 +85,11 @@ type variant struct {
 	// cpuTarget is the issue's maximum for the CPU-per-MB ratio over
 	// versus (0: reported, not checked).
 	cpuTarget float64
+	// workloadTargets overrides target for the workloads it names.
+	workloadTargets map[string]float64
+	// rssTarget is the maximum of the variant's peak RSS over versus's
+	// (0: not checked).
+	rssTarget float64
 	probe     probeWant
 	// tls, if set, makes the bench listener TLS with these PEM files, and
 	// clientTLS is what the variant's clients dial it with (the TLS suite).
@@ -135,8 +140,11 @@ func suiteVariants(s Suite) ([]variant, error) {
 	case SuiteSinglePort:
 		return []variant{
 			{name: "port-per-broker", desc: "a port per upstream broker (requests forwarded as bytes)", metrics: true},
+			// Issue 22's targets: consume >= 0.95, produce >= 0.9, peak
+			// RSS <= 1.5x port-per-broker's.
 			{name: "single-port", desc: "brokers: single-port (one port; requests decoded, split by leader, answers merged)",
-				metrics: true, versus: "port-per-broker", target: 0.8, singlePort: true},
+				metrics: true, versus: "port-per-broker", target: 0.9, workloadTargets: map[string]float64{"consume": 0.95},
+				rssTarget: 1.5, singlePort: true},
 		}, nil
 	case SuiteVC:
 		return vcVariants(), nil

@@ -88,7 +88,11 @@ func (r *SuiteReport) summarize(vs []variant) {
 		}
 		for _, v := range vs {
 			if v.versus != "" {
-				r.addRatio(w.Name, v.name, v.versus, v.target, "throughput "+v.name+"/"+v.versus)
+				target := v.target
+				if t, ok := v.workloadTargets[w.Name]; ok {
+					target = t
+				}
+				r.addRatio(w.Name, v.name, v.versus, target, "throughput "+v.name+"/"+v.versus)
 				if v.cpuTarget > 0 {
 					r.addCPUTarget(w.Name, v.name, v.versus, v.cpuTarget)
 				}
@@ -98,6 +102,32 @@ func (r *SuiteReport) summarize(vs []variant) {
 			r.addRatio(w.Name, metricsOn, metricsOff, metricsTarget, "throughput "+metricsVariant)
 		}
 	}
+	for _, v := range vs {
+		if v.rssTarget > 0 {
+			r.addRSSTarget(v.name, v.versus, v.rssTarget)
+		}
+	}
+}
+
+// addRSSTarget checks variant's peak RSS over versus's against limit.
+func (r *SuiteReport) addRSSTarget(variant, versus string, limit float64) {
+	var a, b int64
+	for _, v := range r.Variants {
+		switch v.Name {
+		case variant:
+			a = v.PeakRSSBytes
+		case versus:
+			b = v.PeakRSSBytes
+		}
+	}
+	if a <= 0 || b <= 0 {
+		return
+	}
+	ratio := float64(a) / float64(b)
+	r.Targets = append(r.Targets, Target{
+		Name: "peak RSS " + variant + "/" + versus, Goal: fmt.Sprintf("<= %.2f", limit),
+		Value: fmt.Sprintf("%.3f (%.1f / %.1f MiB)", ratio, mib(a), mib(b)), Pass: ratio <= limit,
+	})
 }
 
 func (r *SuiteReport) addRatio(workload, variant, versus string, target float64, name string) {

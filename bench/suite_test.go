@@ -274,3 +274,37 @@ func TestSuiteRatios(t *testing.T) {
 		t.Errorf("Met() true with summary/off at 0.90: %+v", rep.Targets)
 	}
 }
+
+// TestSinglePortTargets: the single-port suite checks issue 22's targets
+// — consume >= 0.95 and produce >= 0.9 of port-per-broker's throughput,
+// peak RSS <= 1.5x — each against its own goal.
+func TestSinglePortTargets(t *testing.T) {
+	vs, err := suiteVariants(SuiteSinglePort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := &SuiteReport{Suite: SuiteSinglePort, Rounds: 1,
+		Workloads: []WorkloadInfo{{Name: "consume"}, {Name: "produce-1k-acksall"}},
+		Variants:  []VariantInfo{{Name: "port-per-broker", PeakRSSBytes: 20 << 20}, {Name: "single-port", PeakRSSBytes: 32 << 20}}}
+	// single-port at 0.92 of port-per-broker in both workloads.
+	for _, w := range []string{"consume", "produce-1k-acksall"} {
+		rep.Runs = append(rep.Runs,
+			RunResult{Workload: w, Path: Gateway, Variant: "port-per-broker", Round: 1, RecordsPerSec: 100},
+			RunResult{Workload: w, Path: Gateway, Variant: "single-port", Round: 1, RecordsPerSec: 92})
+	}
+	rep.summarize(vs)
+	pass := map[string]bool{}
+	for _, tg := range rep.Targets {
+		pass[tg.Name] = tg.Pass
+	}
+	want := map[string]bool{
+		"throughput single-port/port-per-broker: consume":            false, // 0.92 < 0.95
+		"throughput single-port/port-per-broker: produce-1k-acksall": true,  // 0.92 >= 0.9
+		"peak RSS single-port/port-per-broker":                       false, // 1.6 > 1.5
+	}
+	for name, p := range want {
+		if got, ok := pass[name]; !ok || got != p {
+			t.Errorf("target %q: pass %v (present %v), want %v; all %+v", name, got, ok, p, rep.Targets)
+		}
+	}
+}
