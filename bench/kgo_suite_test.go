@@ -85,16 +85,12 @@ func buildKgoSuite(t *testing.T) (suite kgoSuite) {
 type kgoSuite struct{ bin, dir string }
 
 // startKgoSuiteGateway starts tollgate for mode on free ports (a
-// port-per-broker listener needs the three after its own) and returns it
-// with the suite's seed.
+// port-per-broker listener needs the three after its own; faultEnv's
+// start and retry) and returns it with the suite's seed.
 func startKgoSuiteGateway(t *testing.T, ctx context.Context, bin, dir, mode, upstream string) (*faultProc, string) {
 	t.Helper()
-	var last error
-	for range 10 {
-		port, err := freeBase(4)
-		if err != nil {
-			t.Fatal(err)
-		}
+	e := &faultEnv{cfg: FaultsConfig{Tollgate: bin}, dir: dir}
+	err := e.startGatewayWith(ctx, 4, func(port int) (string, int, error) {
 		var y strings.Builder
 		switch mode {
 		case "builtin":
@@ -104,23 +100,15 @@ func startKgoSuiteGateway(t *testing.T, ctx context.Context, bin, dir, mode, ups
 		case "kfake-single-port":
 			fmt.Fprintf(&y, "listeners:\n  - {name: kgo, listen: 127.0.0.1:%d, brokers: single-port}\nupstream: {bootstrap: [%s]}\n", port, upstream)
 		default:
-			t.Fatalf("unknown mode %q (want one of %s)", mode, strings.Join(kgoSuiteModes, ", "))
+			return "", 0, fmt.Errorf("unknown mode %q (want one of %s)", mode, strings.Join(kgoSuiteModes, ", "))
 		}
 		y.WriteString("admin: {listen: \"off\"}\n")
-		file := filepath.Join(dir, "tollgate.yaml")
-		if err := os.WriteFile(file, []byte(y.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		p, err := startFaultProc(ctx, bin, []string{"--config", file})
-		if err == nil {
-			return p, fmt.Sprintf("127.0.0.1:%d", port)
-		}
-		if last = err; !strings.Contains(err.Error(), "address already in use") {
-			break
-		}
+		return y.String(), port, nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("start tollgate: %v", last)
-	return nil, ""
+	return e.gw, e.seed
 }
 
 // kgoResult matches a top-level test's result line of `go test -v`.

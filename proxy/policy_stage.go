@@ -295,7 +295,7 @@ var framePools [maxFrameClass + 1]sync.Pool
 const maxFrameClass = 24
 
 // Frames of bigFrameClass (1 MiB) and up are kept in one free list
-// bounded by bytes (bigFramesLimit), not in framePools: a sync.Pool
+// bounded by bytes (bigFramesLimit, freelist.go), not in framePools: a sync.Pool
 // keeps a buffer per P (and a second generation across a GC), so a
 // single-port session's 4 MiB Produce frames were kept twice or more —
 // a quarter of its heap in the 2026-12-06 profile. A miss costs an
@@ -306,34 +306,7 @@ const (
 	bigFramesLimit = 6 << 20
 )
 
-var bigFrames struct {
-	mu    sync.Mutex
-	free  [maxFrameClass + 1][]*frameBuf
-	bytes int
-}
-
-func getBigFrame(c int) *frameBuf {
-	bigFrames.mu.Lock()
-	defer bigFrames.mu.Unlock()
-	l := bigFrames.free[c]
-	if len(l) == 0 {
-		return nil
-	}
-	f := l[len(l)-1]
-	l[len(l)-1] = nil
-	bigFrames.free[c] = l[:len(l)-1]
-	bigFrames.bytes -= cap(f.b)
-	return f
-}
-
-func putBigFrame(c int, f *frameBuf) {
-	bigFrames.mu.Lock()
-	defer bigFrames.mu.Unlock()
-	if bigFrames.bytes+cap(f.b) <= bigFramesLimit {
-		bigFrames.free[c] = append(bigFrames.free[c], f)
-		bigFrames.bytes += cap(f.b)
-	}
-}
+var bigFrames = freeList[*frameBuf]{limit: bigFramesLimit, size: func(f *frameBuf) int { return cap(f.b) }}
 
 // getFrame returns a buffer of n bytes with one holder.
 func getFrame(n int) *frameBuf {
@@ -341,7 +314,7 @@ func getFrame(n int) *frameBuf {
 	var f *frameBuf
 	if c <= maxFrameClass {
 		if c >= bigFrameClass {
-			f = getBigFrame(c)
+			f, _ = bigFrames.take(func(f *frameBuf) bool { return cap(f.b) == 1<<c })
 		} else {
 			f, _ = framePools[c].Get().(*frameBuf)
 		}
@@ -368,7 +341,7 @@ func putFrame(f *frameBuf) {
 	switch {
 	case c > maxFrameClass || cap(f.b) != 1<<c:
 	case c >= bigFrameClass:
-		putBigFrame(c, f)
+		bigFrames.put(f)
 	default:
 		framePools[c].Put(f)
 	}

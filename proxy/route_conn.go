@@ -216,36 +216,23 @@ const maxPooledPartBody = 2 << 20
 // partitions each) and the rest left to the garbage collector.
 const pooledPartBytes = 8 << 20
 
-// bodyPool is a bounded free list of single-port Fetch buffers, so a
-// merged Fetch does not allocate (and zero) a fresh buffer for each part
-// answer. A list bounded by bytes, not a sync.Pool: pooled buffers count
-// as live heap, and an unbounded pool let the gateway's RSS grow
-// several-fold under a consume load.
-// Ownership: a buffer taken with get belongs to its taker until put.
-type bodyPool struct {
-	mu    sync.Mutex
-	free  []*[]byte
-	bytes int // the free buffers' capacity
-	limit int
+// bodyPool is a free list bounded by bytes (freelist.go) of single-port
+// Fetch buffers, so a merged Fetch does not allocate (and zero) a fresh
+// buffer for each part answer.
+type bodyPool struct{ list freeList[*[]byte] }
+
+func newBodyPool(limit int) *bodyPool {
+	return &bodyPool{freeList[*[]byte]{limit: limit, size: func(b *[]byte) int { return cap(*b) }}}
 }
 
-var partBodies = bodyPool{limit: pooledPartBytes} // parts' answers as read (route_conn.go)
+var partBodies = newBodyPool(pooledPartBytes) // parts' answers as read (route_conn.go)
 
 // get returns a buffer of length n, reused when a big enough one is free.
 func (p *bodyPool) get(n int) *[]byte {
-	p.mu.Lock()
-	for i := len(p.free) - 1; i >= 0; i-- {
-		if b := p.free[i]; cap(*b) >= n {
-			p.free[i] = p.free[len(p.free)-1]
-			p.free[len(p.free)-1] = nil
-			p.free = p.free[:len(p.free)-1]
-			p.bytes -= cap(*b)
-			p.mu.Unlock()
-			*b = (*b)[:n]
-			return b
-		}
+	if b, ok := p.list.take(func(b *[]byte) bool { return cap(*b) >= n }); ok {
+		*b = (*b)[:n]
+		return b
 	}
-	p.mu.Unlock()
 	// Capacity rounded up to a multiple of partBodyGrain, so a buffer
 	// comes back for the next answer of about the same size (answers of
 	// one partition max vary by a batch).
@@ -263,12 +250,7 @@ func (p *bodyPool) put(b *[]byte) {
 	if b == nil || cap(*b) > maxPooledPartBody {
 		return
 	}
-	p.mu.Lock()
-	if p.bytes+cap(*b) <= p.limit {
-		p.free = append(p.free, b)
-		p.bytes += cap(*b)
-	}
-	p.mu.Unlock()
+	p.list.put(b)
 }
 
 // getPartBody and putPartBody are partBodies' get and put.

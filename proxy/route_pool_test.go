@@ -28,7 +28,7 @@ func TestSinglePortPartBodyPool(t *testing.T) {
 // large request frames' free list keep at most their byte limits,
 // however many buffers come back.
 func TestSinglePortPoolsBoundedByBytes(t *testing.T) {
-	p := bodyPool{limit: 3 << 20}
+	p := newBodyPool(3 << 20)
 	var bs []*[]byte
 	for range 10 {
 		bs = append(bs, p.get(1<<20))
@@ -36,8 +36,8 @@ func TestSinglePortPoolsBoundedByBytes(t *testing.T) {
 	for _, b := range bs {
 		p.put(b)
 	}
-	if p.bytes > p.limit || len(p.free) != 3 {
-		t.Fatalf("pool holds %d buffers, %d bytes; limit %d", len(p.free), p.bytes, p.limit)
+	if n, bytes := p.list.held(); bytes > p.list.limit || n != 3 {
+		t.Fatalf("pool holds %d buffers, %d bytes; limit %d", n, bytes, p.list.limit)
 	}
 	if b := p.get(900 << 10); cap(*b) != 1<<20 || len(*b) != 900<<10 {
 		t.Fatalf("a free buffer big enough was not reused (cap %d, len %d)", cap(*b), len(*b))
@@ -50,10 +50,7 @@ func TestSinglePortPoolsBoundedByBytes(t *testing.T) {
 	for _, f := range fs {
 		putFrame(f)
 	}
-	bigFrames.mu.Lock()
-	held := bigFrames.bytes
-	bigFrames.mu.Unlock()
-	if held > bigFramesLimit {
+	if _, held := bigFrames.held(); held > bigFramesLimit {
 		t.Fatalf("large frames kept: %d bytes, limit %d", held, bigFramesLimit)
 	}
 }

@@ -224,11 +224,7 @@ func fetchRecordMarks(b []byte, version int16, marks []int) ([]int, error) {
 		}
 		w.tags()
 	}
-	w.tags()
-	if w.err == nil && w.off != len(b) {
-		w.err = errSpliceWalk
-	}
-	return marks, w.err
+	return w.end(marks)
 }
 
 // produceRecordMarks returns the offsets of the (null) records fields
@@ -255,8 +251,14 @@ func produceRecordMarks(b []byte, off int, version int16, marks []int) ([]int, e
 		}
 		w.tags()
 	}
+	return w.end(marks)
+}
+
+// end reads a message's closing tags and checks the walk reached the
+// end of the bytes; it returns marks, or the walk's error.
+func (w *walker) end(marks []int) ([]int, error) {
 	w.tags()
-	if w.err == nil && w.off != len(b) {
+	if w.err == nil && w.off != len(w.b) {
 		w.err = errSpliceWalk
 	}
 	return marks, w.err

@@ -790,7 +790,7 @@ func (s *session) writeLoop() error {
 		putPending(pp)
 		// A client that stops reading cannot hold the write loop forever;
 		// large copies push the deadline forward as they progress.
-		s.client.SetWriteDeadline(time.Now().Add(s.srv.opts.FrameTimeout))
+		s.pushWriteDeadline()
 		var err error
 		if p.local != nil {
 			err = s.writeLocal(p)
@@ -1018,7 +1018,7 @@ type pushingConn struct {
 }
 
 func (c pushingConn) PushWriteDeadline() {
-	c.SetWriteDeadline(time.Now().Add(c.s.srv.opts.FrameTimeout))
+	c.s.pushWriteDeadline()
 }
 
 // writeFetchAnswer writes a merged single-port Fetch answer from its
@@ -1075,12 +1075,17 @@ func (s *session) writeProgress(bufs net.Buffers) error {
 	}
 	for {
 		n, err := bufs.WriteTo(s.client) // consumes what it wrote
-		_, tcp := s.client.(*net.TCPConn)
-		if err == nil || n == 0 || !tcp || !errors.Is(err, os.ErrDeadlineExceeded) {
+		if err == nil || n == 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
 			return err
 		}
-		s.client.SetWriteDeadline(time.Now().Add(s.srv.opts.FrameTimeout))
+		s.pushWriteDeadline()
 	}
+}
+
+// pushWriteDeadline gives the client's next write frame_timeout: the
+// bound on a write that makes no progress.
+func (s *session) pushWriteDeadline() {
+	s.client.SetWriteDeadline(time.Now().Add(s.srv.opts.FrameTimeout))
 }
 
 // writeStep is how much of an answer stepWriter writes under one
@@ -1099,7 +1104,7 @@ func (w stepWriter) Write(p []byte) (int, error) {
 	n := 0
 	for len(p) > 0 {
 		k := min(len(p), writeStep)
-		w.s.client.SetWriteDeadline(time.Now().Add(w.s.srv.opts.FrameTimeout))
+		w.s.pushWriteDeadline()
 		m, err := w.s.client.Write(p[:k])
 		n += m
 		if err != nil {
@@ -1232,7 +1237,7 @@ func (s *session) relaySplice(p pending, total int) error {
 // the platform allows, in chunks that each push the write deadline.
 func (s *session) copyToClient(w io.Writer, n int64) error {
 	for n > 0 {
-		s.client.SetWriteDeadline(time.Now().Add(s.srv.opts.FrameTimeout))
+		s.pushWriteDeadline()
 		chunk := min(n, 1<<20)
 		c, err := io.CopyN(w, s.up, chunk)
 		n -= c
