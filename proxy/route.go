@@ -72,6 +72,11 @@ func (s *Server) clusterView() *clusterView {
 }
 
 func (t *tunnel) close() {
+	if fs := t.fetch; fs != nil {
+		fs.mu.Lock()
+		fs.dropAllOut() // answers held for a next Fetch that will not come
+		fs.mu.Unlock()
+	}
 	for _, c := range t.conns {
 		c.close()
 		t.s.hooks.UpstreamConns(-1, c.node)

@@ -131,6 +131,9 @@ type fetchState struct {
 	parts map[fsKey]*fsPart
 	up    map[int32]*fetchUpstream
 	gen   uint32 // the last upstream generation handed out (nextGen)
+	// out are the parts that outlived the client Fetch they were sent
+	// for, by broker: in flight, or in and held (route_fetch_hold.go).
+	out map[int32]*heldPart
 }
 
 // fetchMode is what a client Fetch is, for the gateway's session rules.
@@ -154,11 +157,14 @@ type fetchPlan struct {
 	opens map[int32]bool
 	// closes are parts that only close an upstream session.
 	closes map[int32]bool
+	// deferred are parts the answer went without: still out, held for
+	// the client's next Fetch (route_fetch_hold.go).
+	deferred map[int32]bool
 }
 
 func (t *tunnel) fetchSessions() *fetchState {
 	if t.fetch == nil {
-		t.fetch = &fetchState{parts: map[fsKey]*fsPart{}, up: map[int32]*fetchUpstream{}}
+		t.fetch = &fetchState{parts: map[fsKey]*fsPart{}, up: map[int32]*fetchUpstream{}, out: map[int32]*heldPart{}}
 	}
 	return t.fetch
 }
@@ -190,7 +196,7 @@ func (t *tunnel) routeFetchSession(r *kmsg.FetchRequest, rep reply) (handled boo
 	}
 	fs = t.fetchSessions()
 	fs.mu.Lock()
-	plan := &fetchPlan{byNode: map[int32][]fsKey{}, gens: map[int32]uint32{}, opens: map[int32]bool{}, closes: map[int32]bool{}}
+	plan := &fetchPlan{byNode: map[int32][]fsKey{}, gens: map[int32]uint32{}, opens: map[int32]bool{}, closes: map[int32]bool{}, deferred: map[int32]bool{}}
 	switch {
 	case r.SessionEpoch == -1: // closes the session, then sessionless
 		fs.dropLocked()
@@ -328,18 +334,37 @@ func (t *tunnel) routeFetchSession(r *kmsg.FetchRequest, rep reply) (handled boo
 	}
 	parts := make(map[int32]kmsg.Request, len(plan.byNode)+len(fs.up))
 	fetching := len(plan.byNode)
+	// An incremental fetch over several brokers is answered once the
+	// parts in carry records; the rest are held (route_fetch_hold.go).
+	var round *fetchRound
+	if plan.mode == fetchIncremental && fetching > 1 && rep != nil {
+		round = &fetchRound{r: r, plan: plan, rep: rep, trace: t.trace, parts: map[int32]*heldPart{}, sending: true}
+	}
 	for n, keys := range plan.byNode {
 		u := fs.up[n]
 		if u == nil {
 			u = &fetchUpstream{held: map[fsKey]kmsg.FetchRequestTopicPartition{}, gen: fs.nextGen()}
 			fs.up[n] = u
 		}
+		if round == nil {
+			fs.dropOut(n)
+		} else if h := fs.takeOut(n, u, keys); h != nil {
+			h.round = round
+			round.parts[n] = h
+			plan.gens[n] = h.gen
+			plan.opens[n] = h.opens
+			continue
+		}
 		parts[n] = fs.upstreamPart(r, u, keys, n, plan, fetching)
+		if round != nil {
+			round.parts[n] = &heldPart{node: n, gen: plan.gens[n], opens: plan.opens[n], round: round}
+		}
 	}
 	for n, u := range fs.up {
 		if _, fetches := plan.byNode[n]; fetches {
 			continue
 		}
+		fs.dropOut(n)
 		// A broker that leads none of the session's partitions now: close
 		// its session (epoch -1), if it has one.
 		if u.id != 0 {
@@ -352,6 +377,10 @@ func (t *tunnel) routeFetchSession(r *kmsg.FetchRequest, rep reply) (handled boo
 		delete(fs.up, n)
 	}
 	fs.mu.Unlock()
+	if round != nil {
+		t.sendHeld(round, parts)
+		return true, nil
+	}
 	if len(parts) == 0 { // no partition anywhere (cannot happen: the session is not empty)
 		return true, t.answerFetch(rep, r.ResponseKind().(*kmsg.FetchResponse))
 	}
@@ -466,6 +495,7 @@ func (fs *fetchState) upstreamPart(r *kmsg.FetchRequest, u *fetchUpstream, keys 
 // closeAllLocked resets the upstream side and returns the close
 // requests (node → session id) for the sessions brokers hold.
 func (fs *fetchState) closeAllLocked() map[int32]int32 {
+	fs.dropAllOut()
 	closes := map[int32]int32{}
 	for n, u := range fs.up {
 		if u.id != 0 {
@@ -479,6 +509,7 @@ func (fs *fetchState) closeAllLocked() map[int32]int32 {
 // dropLocked ends the client's session (its upstream halves stay for a
 // new session to reuse, each reset to a full request).
 func (fs *fetchState) dropLocked() {
+	fs.dropAllOut()
 	fs.id, fs.epoch = 0, 0
 	clear(fs.parts)
 	for _, u := range fs.up {
@@ -529,6 +560,9 @@ func (t *tunnel) mergeFetchSession(r *kmsg.FetchRequest, plan *fetchPlan, m map[
 	defer fs.mu.Unlock()
 	var missing []int32 // brokers whose partitions get a retriable error
 	for n := range plan.byNode {
+		if plan.deferred[n] {
+			continue // still out: its partitions are unchanged for now
+		}
 		resp, ok := m[n]
 		u := fs.up[n]
 		current := u != nil && u.gen == plan.gens[n]
