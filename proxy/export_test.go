@@ -29,3 +29,25 @@ func SetIdleHookForTest(f func()) {
 	}
 	idleHook.Store(&f)
 }
+
+// PipeStatsForTest reports the record sets moved through pipes so far,
+// those that spilled into memory, and the pipes in use now
+// (pipe_records.go).
+func PipeStatsForTest() (piped, spilled int64, inUse int) {
+	return pipeStats.piped.Load(), pipeStats.spilled.Load(), recordPipesInUse()
+}
+
+// HoldRecordPipesForTest takes every record pipe that may be made, so
+// single-port Fetch parts are read into memory until the returned func
+// gives them back.
+func HoldRecordPipesForTest() func() {
+	var held []*recordPipe
+	for p := getRecordPipe(); p != nil; p = getRecordPipe() {
+		held = append(held, p)
+	}
+	return func() {
+		for _, p := range held {
+			putRecordPipe(p, true)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -34,7 +35,12 @@ const streamCopyMax = 16 << 10
 var errFetchShape = errors.New("malformed Fetch response")
 
 type fetchStream struct {
-	s        *session
+	s  *session      // nil while reading a single-port part (part)
+	ur *bufio.Reader // the upstream, as read
+	// part, when set, reads a single-port Fetch part instead of relaying
+	// a response: out collects the whole frame, with large record sets
+	// moved to pipes (pipe_records.go), and nothing is written.
+	part     *pipedPart
 	throttle time.Duration
 	collect  bool          // record per-partition results for the audit trail
 	topic    fetchTopicRef // the topic being walked
@@ -45,6 +51,9 @@ type fetchStream struct {
 	// ended: the frame's end went out with the last record set
 	// (records), so nothing of it is left to walk.
 	ended bool
+	// recStart is where the records field being walked starts in out
+	// (its length), for part to replace.
+	recStart int
 }
 
 // fetchTopicRef names a response topic by name (v12) or id (v13+).
@@ -65,7 +74,7 @@ type fetchResult struct {
 // relayFetch streams one flexible Fetch response of total bytes (size
 // prefix included) from the upstream to the client.
 func (s *session) relayFetch(p *pending, total int) error {
-	f := fetchStream{s: s, left: total, out: s.wbuf[:0], throttle: p.throttle,
+	f := fetchStream{s: s, ur: s.ur, left: total, out: s.wbuf[:0], throttle: p.throttle,
 		collect: p.obs.rec != nil && p.obs.req != nil}
 	err := f.walk(p.version)
 	s.wbuf = f.out[:0]
@@ -87,6 +96,11 @@ func (f *fetchStream) walk(version int16) error {
 	if err := f.copy(8); err != nil {
 		return err
 	}
+	return f.walkBody(version)
+}
+
+// walkBody walks the frame after its size and correlation id.
+func (f *fetchStream) walkBody(version int16) error {
 	if err := f.copyTags(); err != nil {
 		return err
 	}
@@ -183,6 +197,7 @@ func (f *fetchStream) partition(last bool) error {
 	if err := f.copy(4); err != nil { // PreferredReadReplica
 		return err
 	}
+	f.recStart = len(f.out)
 	n, err := f.copyUvarint() // RecordBatches: compact nullable bytes
 	if err != nil {
 		return err
@@ -229,10 +244,13 @@ func (f *fetchStream) records(n, tail int) error {
 	if n+tail > f.left {
 		return fmt.Errorf("%w: %d record bytes, %d left in the frame", errFetchShape, n, f.left)
 	}
+	if f.part != nil {
+		return f.part.records(f, n)
+	}
 	if n <= streamCopyMax {
 		return f.copy(n)
 	}
-	ur, s := f.s.ur, f.s
+	ur, s := f.ur, f.s
 	n += tail
 	f.left -= n
 	f.ended = tail > 0
@@ -274,12 +292,15 @@ func (f *fetchStream) records(n, tail int) error {
 // rewriteTail reads the top-level tagged fields (all that is left of the
 // frame), rewrites their endpoints in place and writes the end.
 func (f *fetchStream) rewriteTail() error {
+	if f.part != nil { // a part's tags are rewritten once decoded (virtualize)
+		return f.copy(f.left)
+	}
 	const maxTail = 1 << 20
 	if f.left > maxTail {
 		return fmt.Errorf("%w: %d bytes of top-level tags", errFetchShape, f.left)
 	}
 	tail := make([]byte, f.left)
-	if _, err := io.ReadFull(f.s.ur, tail); err != nil {
+	if _, err := io.ReadFull(f.ur, tail); err != nil {
 		return &backendError{fmt.Errorf("read Fetch response: %w", truncated(err))}
 	}
 	f.left = 0
@@ -294,7 +315,7 @@ func (f *fetchStream) rewriteTail() error {
 // room flushes the output buffer if n more bytes would make copy flush it,
 // so that fixed fields just copied can be read back or patched.
 func (f *fetchStream) room(n int) error {
-	if len(f.out)+n >= bufSize {
+	if len(f.out)+n >= bufSize && f.part == nil {
 		return f.flush()
 	}
 	return nil
@@ -307,14 +328,14 @@ func (f *fetchStream) copy(n int) error {
 	}
 	f.left -= n
 	for n > 0 {
-		b, err := f.s.ur.Peek(min(n, bufSize))
+		b, err := f.ur.Peek(min(n, bufSize))
 		if len(b) == 0 && err != nil {
 			return &backendError{fmt.Errorf("read Fetch response: %w", truncated(err))}
 		}
 		f.out = append(f.out, b...)
-		f.s.ur.Discard(len(b))
+		f.ur.Discard(len(b))
 		n -= len(b)
-		if len(f.out) >= bufSize {
+		if len(f.out) >= bufSize && f.part == nil {
 			if err := f.flush(); err != nil {
 				return err
 			}
@@ -330,7 +351,7 @@ func (f *fetchStream) copyUvarint() (uint64, error) {
 		if f.left == 0 {
 			return 0, fmt.Errorf("%w: varint past the frame", errFetchShape)
 		}
-		c, err := f.s.ur.ReadByte()
+		c, err := f.ur.ReadByte()
 		if err != nil {
 			return 0, &backendError{fmt.Errorf("read Fetch response: %w", truncated(err))}
 		}

@@ -58,11 +58,14 @@ type tunnel struct {
 	// answerSlot is held by the one Fetch or ShareFetch whose answer the
 	// session may hold in memory (awaitAnswerSlot).
 	answerSlot chan struct{}
+	// pipe: the client's connection is plain TCP (on Linux), so Fetch
+	// answers' large record sets may travel in pipes (pipe_records.go).
+	pipe bool
 }
 
 func newTunnel(s *session, o *SinglePortOptions) *tunnel {
 	return &tunnel{s: s, view: s.srv.clusterView(), virtual: o.VirtualNode, conns: map[int32]*brokerConn{}, adv: s.mapper,
-		answerSlot: make(chan struct{}, 1)}
+		answerSlot: make(chan struct{}, 1), pipe: rawConn(s.client) != nil}
 }
 
 // clusterView returns the Server's shared view, made on first use.
@@ -233,19 +236,23 @@ func (t *tunnel) route(req kmsg.Request, rep reply) error {
 // route_splice.go): no copy of the records, no buffer the size of the
 // answer.
 func (t *tunnel) encodeAnswer(resp kmsg.Response) result {
-	var pinned []*[]byte
+	var pinned []*partBody
 	if p, ok := resp.(*pinnedFetch); ok {
 		resp, pinned = p.FetchResponse, p.bodies
 	}
 	if f, ok := resp.(*kmsg.FetchResponse); ok {
 		a := &fetchAnswer{parts: pinned}
-		if spliceFetch(f, &a.frame) == nil {
+		piped := pipedLookup(pinned)
+		if spliceFetch(f, &a.frame, piped) == nil {
 			return result{body: a}
 		}
-		// Cannot happen (kmsg wrote what the walk reads): copy instead.
-		out := resp.AppendTo(make([]byte, 0, t.sizeHint(resp)))
 		a.Release()
-		return result{body: wire.Bytes(out)}
+		if piped != nil {
+			// The placeholders cannot be encoded as records.
+			return result{err: errSpliceWalk}
+		}
+		// Cannot happen (kmsg wrote what the walk reads): copy instead.
+		return result{body: wire.Bytes(resp.AppendTo(make([]byte, 0, t.sizeHint(resp))))}
 	}
 	return result{body: wire.Bytes(resp.AppendTo(make([]byte, 0, t.sizeHint(resp))))}
 }
@@ -318,7 +325,7 @@ func (t *tunnel) scatterParts(parts map[int32]kmsg.Request, rep reply, merge fun
 	g := &gather{got: make(map[int32]kmsg.Response, len(parts)), rep: rep, merge: merge, partial: partial, trace: t.trace}
 	g.left.Store(int32(len(parts)))
 	for node, req := range parts {
-		call := &partCall{node: node, req: req}
+		call := &partCall{node: node, req: req, pipe: t.pipe}
 		call.done = func() { g.finish(t, call.node, call.resp, call.body, call.err) }
 		bc, err := t.conn(node)
 		queued := false
@@ -352,14 +359,14 @@ type gather struct {
 	partial  bool
 	// bodies are the pooled frames the answers alias (Fetch parts),
 	// returned once rep has encoded the merged answer.
-	bodies []*[]byte
+	bodies []*partBody
 	trace  *routeTrace // the brokers that answered (nil: not traced)
 	// real maps a gather key that is not a node id (a share follow-up,
 	// followKey) to its broker, for the trace and the logs.
 	real map[int32]int32
 }
 
-func (g *gather) finish(t *tunnel, key int32, resp kmsg.Response, body *[]byte, err error) {
+func (g *gather) finish(t *tunnel, key int32, resp kmsg.Response, body *partBody, err error) {
 	node := key
 	if n, ok := g.real[key]; ok {
 		node = n
@@ -406,14 +413,14 @@ func (g *gather) finish(t *tunnel, key int32, resp kmsg.Response, body *[]byte, 
 // record batches alias; encodeAnswer hands them on to the written body.
 type pinnedFetch struct {
 	*kmsg.FetchResponse
-	bodies []*[]byte
+	bodies []*partBody
 }
 
 // release returns the parts' pooled frames. rep encodes the merged
 // answer before it returns (stageRoute), so nothing aliases them now.
 func (g *gather) release() {
 	for _, b := range g.bodies {
-		putPartBody(b)
+		b.release()
 	}
 	g.bodies = nil
 }

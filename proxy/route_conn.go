@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -32,9 +33,13 @@ type partCall struct {
 	err  error
 	done func()
 	// body is the pooled frame a Fetch answer was decoded from (resp's
-	// record batches alias it); whoever calls done's merge returns it
-	// with putPartBody once the merged answer is encoded.
-	body *[]byte
+	// record batches alias it, and its pipes hold the large ones); whoever
+	// calls done's merge releases it once the merged answer is written or
+	// dropped.
+	body *partBody
+	// pipe: a Fetch answer's large record sets may go to pipes (the
+	// client's connection is plain TCP, pipe_records.go).
+	pipe bool
 }
 
 // brokerConn is a session's connection to one upstream broker.
@@ -51,6 +56,10 @@ type brokerConn struct {
 	// spliced, not copied (route_splice.go); plain TCP only, where the
 	// pieces go out in one writev.
 	produce *produceSplicer
+	// raw is the connection's socket when it is plain TCP on Linux
+	// (Fetch records are spliced from it into pipes), else nil.
+	raw syscall.RawConn
+	upr upReader // what the reader's buffer reads: conn, each read bounded while upr.max > 0
 
 	closeOnce sync.Once
 	failed    chan struct{}
@@ -67,6 +76,7 @@ func newBrokerConn(node int32, c net.Conn, clientID string) *brokerConn {
 	if _, tcp := c.(*net.TCPConn); tcp {
 		b.produce = &produceSplicer{}
 	}
+	b.raw = rawConn(c)
 	go b.readLoop()
 	return b
 }
@@ -130,7 +140,8 @@ func (b *brokerConn) close() { b.fail(errConnClosedHere) }
 // readLoop answers queued calls in order until the connection fails;
 // then it fails every call still queued or queued later.
 func (b *brokerConn) readLoop() {
-	r := bufio.NewReaderSize(b.conn, 64<<10)
+	b.upr.c = b.conn
+	r := bufio.NewReaderSize(&b.upr, 64<<10)
 	var corr int32
 	for {
 		var call *partCall
@@ -141,7 +152,7 @@ func (b *brokerConn) readLoop() {
 			return
 		}
 		corr++
-		call.resp, call.body, call.err = readPartResponse(r, call.req, corr)
+		call.resp, call.body, call.err = b.readPart(r, call, corr)
 		if call.err != nil {
 			b.fail(fmt.Errorf("upstream node %d: %w", b.node, call.err))
 			// The first cause: a read that failed, or a close or a failed
@@ -170,21 +181,49 @@ func (b *brokerConn) drainFailed() {
 // maxPartResponse caps an upstream answer the gateway reads whole.
 const maxPartResponse = 256 << 20
 
-// readPartResponse reads and decodes one response frame for req. A
-// Fetch answer is read into a pooled buffer, returned as pooled: the
-// decoded record batches alias it (kmsg keeps them as bytes), so it
-// must stay untouched until the merged answer is encoded.
-func readPartResponse(r *bufio.Reader, req kmsg.Request, corr int32) (kmsg.Response, *[]byte, error) {
+// readPart reads call's answer: a flexible Fetch part with its large
+// record sets piped when both ends allow it (pipe_records.go), any
+// other with readPartResponse.
+func (b *brokerConn) readPart(r *bufio.Reader, call *partCall, corr int32) (kmsg.Response, *partBody, error) {
+	fr, ok := call.req.(*kmsg.FetchRequest)
+	if !ok || !call.pipe || b.raw == nil || fr.Version < 12 {
+		return readPartResponse(r, call.req, corr)
+	}
+	// Small reads while the frame is walked: what the buffer holds of a
+	// record set is copied into the pipe, the rest is spliced.
+	b.upr.max = pipedFirstRead
+	defer func() { b.upr.max = 0 }()
+	size, err := readPartHeader(r, corr)
+	if err != nil {
+		return nil, nil, err
+	}
+	return readPipedFetch(r, b.raw, fr, int(size-4))
+}
+
+// readPartHeader reads a response frame's size and correlation id.
+func readPartHeader(r *bufio.Reader, corr int32) (int32, error) {
 	var hdr [8]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, nil, fmt.Errorf("read response: %w", err)
+		return 0, fmt.Errorf("read response: %w", err)
 	}
 	size := int32(binary.BigEndian.Uint32(hdr[:4]))
 	if size < 4 || size > maxPartResponse {
-		return nil, nil, fmt.Errorf("response size %d out of range", size)
+		return 0, fmt.Errorf("response size %d out of range", size)
 	}
 	if got := int32(binary.BigEndian.Uint32(hdr[4:])); got != corr {
-		return nil, nil, fmt.Errorf("response correlation id %d, want %d", got, corr)
+		return 0, fmt.Errorf("response correlation id %d, want %d", got, corr)
+	}
+	return size, nil
+}
+
+// readPartResponse reads and decodes one response frame for req. A
+// Fetch answer is read into a pooled buffer, returned as a partBody: the
+// decoded record batches alias it (kmsg keeps them as bytes), so it
+// must stay untouched until the merged answer is encoded.
+func readPartResponse(r *bufio.Reader, req kmsg.Request, corr int32) (kmsg.Response, *partBody, error) {
+	size, err := readPartHeader(r, corr)
+	if err != nil {
+		return nil, nil, err
 	}
 	var pooled *[]byte
 	var body []byte
@@ -203,7 +242,10 @@ func readPartResponse(r *bufio.Reader, req kmsg.Request, corr int32) (kmsg.Respo
 		putPartBody(pooled)
 		return nil, nil, err
 	}
-	return resp, pooled, nil
+	if pooled == nil {
+		return resp, nil, nil
+	}
+	return resp, &partBody{buf: pooled}, nil
 }
 
 // maxPooledPartBody is the largest Fetch buffer kept for reuse; larger

@@ -29,7 +29,8 @@ import (
 // and sessionless fetches wait for every part, as before.
 //
 // Memory: a session holds at most one answer per upstream broker beyond
-// the one being written (parts read into memory, pooled frames).
+// the one being written (its fields and small record sets in pooled
+// frames, its large record sets in pipes, pipe_records.go).
 //
 // Ownership: heldPart and fetchRound are fetchState's, under its mu; a
 // part's answer is filled in by its brokerConn reader (holdArrived).
@@ -42,7 +43,7 @@ type heldPart struct {
 	// arrived: resp, body and err are set.
 	arrived bool
 	resp    kmsg.Response
-	body    *[]byte
+	body    *partBody
 	err     error
 	// round is the client Fetch waiting for this part; nil once that
 	// Fetch was answered without it (the part is then in fs.out, or
@@ -120,7 +121,7 @@ func (fs *fetchState) dropOut(n int32) {
 	}
 	delete(fs.out, n)
 	if h.arrived {
-		putPartBody(h.body)
+		h.body.release()
 		h.body = nil
 	}
 	if u := fs.up[n]; u != nil && u.gen == h.gen {
@@ -158,13 +159,13 @@ func (t *tunnel) sendHeld(round *fetchRound, parts map[int32]kmsg.Request) {
 		h := round.parts[n]
 		if h == nil { // a part that only closes a session: nothing waits for it
 			call := &partCall{node: n, req: req}
-			call.done = func() { putPartBody(call.body) }
+			call.done = func() { call.body.release() }
 			if bc, err := t.conn(n); err == nil {
 				bc.send(call, true)
 			}
 			continue
 		}
-		call := &partCall{node: n, req: req}
+		call := &partCall{node: n, req: req, pipe: t.pipe}
 		call.done = func() { t.holdArrived(h, call) }
 		bc, err := t.conn(n)
 		queued := false
@@ -190,7 +191,7 @@ func (t *tunnel) holdArrived(h *heldPart, call *partCall) {
 	h.resp, h.body, h.err, h.arrived = call.resp, call.body, call.err, true
 	round := h.round
 	if round == nil && fs.out[h.node] != h { // dropped while in flight
-		putPartBody(h.body)
+		h.body.release()
 		h.body = nil
 	}
 	fs.mu.Unlock()
@@ -210,7 +211,7 @@ func (t *tunnel) answerHeld(round *fetchRound) {
 	}
 	round.done = true
 	m := make(map[int32]kmsg.Response, len(round.parts))
-	var bodies []*[]byte
+	var bodies []*partBody
 	var closedHere error
 	for n, h := range round.parts {
 		h.round = nil
@@ -237,7 +238,7 @@ func (t *tunnel) answerHeld(round *fetchRound) {
 	fs.mu.Unlock()
 	if closedHere != nil {
 		for _, b := range bodies {
-			putPartBody(b)
+			b.release()
 		}
 		round.rep(nil, closedHere)
 		return

@@ -172,11 +172,7 @@ func (t *tunnel) sendShareCloses() {
 			continue
 		}
 		call := &partCall{node: c.node, req: c.req}
-		call.done = func() {
-			if call.body != nil {
-				putPartBody(call.body)
-			}
-		}
+		call.done = func() { call.body.release() }
 		bc.send(call, true) // a failed send fails the connection: nothing more to do
 	}
 }

@@ -28,23 +28,31 @@ const spliceMin = 1 << 10
 
 // splicedFrame is an encoding with record bytes spliced in: head holds
 // everything but the spliced records, cut at cuts (offsets into head)
-// where recs[i] goes.
+// where recs[i] goes, or, where pipes[i] is set, the records it holds
+// (pipe_records.go; recs[i] is then its placeholder).
 type splicedFrame struct {
-	head []byte
-	cuts []int
-	recs [][]byte
+	head  []byte
+	cuts  []int
+	recs  [][]byte
+	pipes []*pipedRecords
+	piped bool // some pipes[i] is set
 }
 
 // size is the frame's length.
 func (f *splicedFrame) size() int {
 	n := len(f.head)
-	for _, r := range f.recs {
-		n += len(r)
+	for i, r := range f.recs {
+		if p := f.pipes[i]; p != nil {
+			n += p.size()
+		} else {
+			n += len(r)
+		}
 	}
 	return n
 }
 
-// buffers appends the frame's pieces, in order, to bufs.
+// buffers appends the frame's pieces, in order, to bufs. A frame with
+// piped records is written by fetchAnswer.writePiped instead.
 func (f *splicedFrame) buffers(bufs net.Buffers) net.Buffers {
 	prev := 0
 	for i, c := range f.cuts {
@@ -63,9 +71,10 @@ func (f *splicedFrame) buffers(bufs net.Buffers) net.Buffers {
 // splice builds f from enc, an encoding with every records field null,
 // whose null markers are at marks (one per records field, in encoding
 // order), and recs, the fields' real values in the same order (nil:
-// null). head is appended to f.head[:0] (reused).
-func (f *splicedFrame) splice(enc []byte, marks []int, recs [][]byte, flexible bool) {
-	f.head, f.cuts, f.recs = f.head[:0], f.cuts[:0], f.recs[:0]
+// null). piped (nil: none) names the values that are placeholders of
+// piped records. head is appended to f.head[:0] (reused).
+func (f *splicedFrame) splice(enc []byte, marks []int, recs [][]byte, flexible bool, piped func([]byte) *pipedRecords) {
+	f.head, f.cuts, f.recs, f.pipes, f.piped = f.head[:0], f.cuts[:0], f.recs[:0], f.pipes[:0], false
 	marker := 4 // int32 -1
 	if flexible {
 		marker = 1 // uvarint 0
@@ -76,17 +85,27 @@ func (f *splicedFrame) splice(enc []byte, marks []int, recs [][]byte, flexible b
 		if r == nil {
 			continue
 		}
+		var p *pipedRecords
+		if piped != nil {
+			p = piped(r)
+		}
+		n := len(r)
+		if p != nil {
+			n = p.size()
+		}
 		f.head = append(f.head, enc[prev:m]...)
 		if flexible {
-			f.head = binary.AppendUvarint(f.head, uint64(len(r))+1)
+			f.head = binary.AppendUvarint(f.head, uint64(n)+1)
 		} else {
-			f.head = binary.BigEndian.AppendUint32(f.head, uint32(len(r)))
+			f.head = binary.BigEndian.AppendUint32(f.head, uint32(n))
 		}
-		if len(r) < spliceMin {
+		if p == nil && n < spliceMin {
 			f.head = append(f.head, r...)
 		} else {
 			f.cuts = append(f.cuts, len(f.head))
 			f.recs = append(f.recs, r)
+			f.pipes = append(f.pipes, p)
+			f.piped = f.piped || p != nil
 		}
 		prev = m + marker
 	}
@@ -94,6 +113,8 @@ func (f *splicedFrame) splice(enc []byte, marks []int, recs [][]byte, flexible b
 }
 
 var errSpliceWalk = errors.New("internal: records walk does not match the encoding")
+
+var errPipedAnswer = errors.New("internal: a Fetch answer with piped records written to a writer that is not its client")
 
 // walker reads the encodings kmsg wrote, for the offsets of their
 // records fields; it only has to skip, and it stops at the first error.
@@ -312,7 +333,7 @@ func putRecords(fields iter.Seq[*[]byte], recs [][]byte) {
 
 // spliceFetch encodes r (a Fetch response body, no header) into f with
 // its record bytes spliced. r is left as it was.
-func spliceFetch(r *kmsg.FetchResponse, f *splicedFrame) error {
+func spliceFetch(r *kmsg.FetchResponse, f *splicedFrame, piped func([]byte) *pipedRecords) error {
 	recs := takeRecords(fetchRecordFields(r), nil)
 	enc := r.AppendTo(make([]byte, 0, 256+64*len(recs)))
 	putRecords(fetchRecordFields(r), recs)
@@ -320,7 +341,7 @@ func spliceFetch(r *kmsg.FetchResponse, f *splicedFrame) error {
 	if err != nil || len(marks) != len(recs) {
 		return errSpliceWalk
 	}
-	f.splice(enc, marks, recs, r.Version >= 12)
+	f.splice(enc, marks, recs, r.Version >= 12, piped)
 	return nil
 }
 
@@ -359,7 +380,7 @@ func (p *produceSplicer) appendProduce(fm *kmsg.RequestFormatter, r *kmsg.Produc
 	if err != nil || len(p.marks) != len(p.recs) {
 		return nil, errSpliceWalk
 	}
-	p.frame.splice(p.enc, p.marks, p.recs, r.Version >= 9)
+	p.frame.splice(p.enc, p.marks, p.recs, r.Version >= 9, nil)
 	binary.BigEndian.PutUint32(p.frame.head, uint32(p.frame.size()-4))
 	clear(p.recs)
 	p.bufs = p.frame.buffers(p.bufs[:0])
@@ -380,7 +401,7 @@ func (p *produceSplicer) written() {
 // Ownership: made by encodeAnswer, then the write loop's.
 type fetchAnswer struct {
 	frame splicedFrame
-	parts []*[]byte
+	parts []*partBody
 }
 
 func (a *fetchAnswer) Len() int { return a.frame.size() }
@@ -396,8 +417,14 @@ func (a *fetchAnswer) start() []byte {
 	return a.frame.head
 }
 
-// WriteTo writes the answer and releases it.
+// WriteTo writes the answer and releases it. The session writes an
+// answer with piped records (writeFetchAnswer); WriteTo has no socket
+// to splice to and refuses one.
 func (a *fetchAnswer) WriteTo(w io.Writer) (int64, error) {
+	if a.frame.piped {
+		a.Release()
+		return 0, errPipedAnswer
+	}
 	bufs := a.buffers(nil)
 	n, err := bufs.WriteTo(w)
 	a.Release()
@@ -407,7 +434,7 @@ func (a *fetchAnswer) WriteTo(w io.Writer) (int64, error) {
 // Release returns the parts' frames; nothing reads the answer after.
 func (a *fetchAnswer) Release() {
 	for _, b := range a.parts {
-		putPartBody(b)
+		b.release()
 	}
-	a.parts, a.frame.recs = nil, nil
+	a.parts, a.frame.recs, a.frame.pipes = nil, nil, nil
 }

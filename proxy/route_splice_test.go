@@ -85,7 +85,7 @@ func TestSinglePortSpliceFetch(t *testing.T) {
 			r := randomFetchResponse(rng, v)
 			want := r.AppendTo(nil)
 			a := &fetchAnswer{}
-			if err := spliceFetch(r, &a.frame); err != nil {
+			if err := spliceFetch(r, &a.frame, nil); err != nil {
 				t.Fatalf("v%d: %v", v, err)
 			}
 			got := joinBuffers(a.buffers(nil))

@@ -1031,8 +1031,12 @@ func (s *session) writeFetchAnswer(p pending, a *fetchAnswer) error {
 	s.fetchBytes.Add(int64(a.Len()))
 	s.wbuf = wire.AppendResponseHeader(s.wbuf[:0], p.key, p.version, p.corr, a.Len())
 	out := len(s.wbuf) + a.Len()
-	bufs := a.buffers(net.Buffers{s.wbuf})
-	err := s.writeProgress(bufs)
+	var err error
+	if a.frame.piped {
+		err = a.writePiped(s, net.Buffers{s.wbuf})
+	} else {
+		err = s.writeProgress(a.buffers(net.Buffers{s.wbuf}))
+	}
 	s.finish(&p, out, a.start()) // the top-level fields, for the outcome
 	return err
 }

@@ -1,0 +1,202 @@
+//go:build linux
+
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// recordPipe is a pipe a single-port Fetch part's record set is moved
+// into from the upstream socket, and out of to the client's socket,
+// with splice(2): the bytes stay in the kernel (pipe_records.go).
+// Ownership: the free list's, then one part's (pipedRecords) until its
+// merged answer is written or dropped.
+type recordPipe struct{ r, w int }
+
+// maxRecordPipes bounds the pipes open at once across the process (two
+// descriptors and up to recordPipeSize of records each, 32 MiB in all:
+// half of Linux's default fs.pipe-user-pages-soft, past which a user's
+// new pipes get one page). A part that finds none free is read into
+// memory, as before pipes.
+const maxRecordPipes = 32
+
+// recordPipes is the free list and the count of pipes open.
+var recordPipes struct {
+	mu   sync.Mutex
+	free []*recordPipe
+	open int
+	// broken: the kernel refused a pipe or its size (descriptor limit,
+	// fs.pipe-user-pages-soft); no more are made.
+	broken bool
+}
+
+// getRecordPipe returns an empty pipe, or nil when none is free and no
+// more may be made.
+func getRecordPipe() *recordPipe {
+	recordPipes.mu.Lock()
+	defer recordPipes.mu.Unlock()
+	if n := len(recordPipes.free); n > 0 {
+		p := recordPipes.free[n-1]
+		recordPipes.free = recordPipes.free[:n-1]
+		return p
+	}
+	if recordPipes.broken || recordPipes.open >= maxRecordPipes {
+		return nil
+	}
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		recordPipes.broken = true
+		return nil
+	}
+	if size, err := unix.FcntlInt(uintptr(fds[0]), unix.F_SETPIPE_SZ, recordPipeSize); err != nil || size < recordPipeSize {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		recordPipes.broken = true
+		return nil
+	}
+	recordPipes.open++
+	return &recordPipe{r: fds[0], w: fds[1]}
+}
+
+// recordPipesInUse is how many pipes are open and not free.
+func recordPipesInUse() int {
+	recordPipes.mu.Lock()
+	defer recordPipes.mu.Unlock()
+	return recordPipes.open - len(recordPipes.free)
+}
+
+// putRecordPipe gives p back; a pipe that may still hold bytes (its
+// answer was not written whole) is closed instead.
+func putRecordPipe(p *recordPipe, empty bool) {
+	if p == nil {
+		return
+	}
+	recordPipes.mu.Lock()
+	defer recordPipes.mu.Unlock()
+	if empty {
+		recordPipes.free = append(recordPipes.free, p)
+		return
+	}
+	unix.Close(p.r)
+	unix.Close(p.w)
+	recordPipes.open--
+}
+
+// write puts b (bytes the upstream reader had already buffered) into
+// the pipe and returns how many it took (less when it is full).
+func (p *recordPipe) write(b []byte) int {
+	w := 0
+	for w < len(b) {
+		n, err := unix.Write(p.w, b[w:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || n <= 0 {
+			break
+		}
+		w += n
+	}
+	return w
+}
+
+// fill moves up to n bytes from the socket c into the pipe. It stops
+// early, without error, when the pipe is full (the socket has bytes the
+// pipe would not take); the caller reads the rest into memory.
+func (p *recordPipe) fill(c syscall.RawConn, n int) (moved int, err error) {
+	var serr error
+	rerr := c.Read(func(fd uintptr) bool {
+		for moved < n {
+			k, err := unix.Splice(int(fd), nil, p.w, nil, n-moved, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err == unix.EAGAIN:
+				// Either the socket has nothing yet (wait for it) or the
+				// pipe is full (stop: the socket has bytes to read).
+				if avail, ierr := unix.IoctlGetInt(int(fd), unix.SIOCINQ); ierr == nil && avail > 0 {
+					return true
+				}
+				return false
+			case err != nil:
+				serr = err
+				return true
+			case k == 0:
+				serr = io.ErrUnexpectedEOF
+				return true
+			}
+			moved += int(k)
+		}
+		return true
+	})
+	if serr == nil {
+		serr = rerr
+	}
+	if serr != nil {
+		return moved, fmt.Errorf("splice upstream records into a pipe: %w", serr)
+	}
+	return moved, nil
+}
+
+// drainTo moves n bytes from the pipe to the socket c. progress is
+// called after each step that moved bytes (it pushes the write
+// deadline, so the deadline bounds a step that moves nothing, as in
+// writeProgress).
+func (p *recordPipe) drainTo(c syscall.RawConn, n int, progress func()) error {
+	for n > 0 {
+		var serr error
+		moved := 0
+		werr := c.Write(func(fd uintptr) bool {
+			for n > 0 {
+				k, err := unix.Splice(p.r, nil, int(fd), nil, n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+				switch {
+				case err == unix.EINTR:
+					continue
+				case err == unix.EAGAIN:
+					// The socket's buffer is full: wait, unless this step
+					// moved bytes (then push the deadline first).
+					return moved > 0
+				case err != nil:
+					serr = err
+					return true
+				case k == 0:
+					serr = errors.New("record pipe empty before its records were written")
+					return true
+				}
+				n -= int(k)
+				moved += int(k)
+			}
+			return true
+		})
+		if serr == nil {
+			serr = werr
+		}
+		if serr != nil {
+			return fmt.Errorf("splice records to the client: %w", serr)
+		}
+		if moved > 0 && n > 0 {
+			progress()
+		}
+	}
+	return nil
+}
+
+// rawConn is c's syscall.RawConn when it is a plain TCP connection (the
+// only kind records are spliced to or from), else nil.
+func rawConn(c net.Conn) syscall.RawConn {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return nil
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
+}

@@ -1,0 +1,226 @@
+package proxy
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Piped records: a single-port Fetch answer's record bytes never pass
+// through the gateway's memory when both its client and the upstream
+// broker are plain TCP on Linux. Each part's answer is walked as it
+// arrives (fetchStream with part set): its fields are read into memory,
+// and each record set of pipeMin bytes or more is moved from the
+// upstream socket into a pipe with splice(2), a one-byte placeholder
+// standing in for it in the bytes kmsg decodes. The merged answer is
+// encoded as usual (route_splice.go), and where a placeholder's records
+// go, the writer splices them from the pipe to the client's socket.
+//
+// Why: read into memory and written back out, every record byte was
+// copied twice, and the single-port gateway took 1.6x port-per-broker's
+// CPU per MB consumed (README, Performance); port-per-broker forced to
+// copy the same way measured the same. A record set the pipe will not
+// take whole continues in memory (tail); a part that finds no pipe free
+// (maxRecordPipes) is read into memory as before.
+
+// pipeMin is the smallest record set moved through a pipe; smaller ones
+// are copied (a splice in and out costs more system calls than their
+// copy).
+const pipeMin = 32 << 10
+
+// recordPipeSize is the most of one record set put in a pipe (the rest
+// goes through memory), and the pipe capacity asked for with
+// F_SETPIPE_SZ: Linux's default fs.pipe-max-size, the most an
+// unprivileged process may ask, and kgo's default partition max.
+const recordPipeSize = 1 << 20
+
+// pipedFirstRead bounds each read of a piped part's frame into the
+// upstream reader's buffer, so that little of a record set is read into
+// memory ahead of its splice (what the buffer holds goes into the pipe
+// with a write, a copy).
+const pipedFirstRead = 16 << 10
+
+// pipeStats counts record sets moved through pipes, and those the pipe
+// would not take whole (the rest went through memory).
+var pipeStats struct{ piped, spilled atomic.Int64 }
+
+// partBody is a single-port Fetch part's answer as read: buf holds the
+// frame after its size and correlation id (the decoded response's
+// record batches alias it), with each piped record set replaced by a
+// one-byte placeholder; piped are those record sets.
+// Ownership: the brokerConn reader's, then the gather's, then the
+// merged answer's (fetchAnswer), which releases it once written or
+// dropped.
+type partBody struct {
+	buf   *[]byte
+	piped []pipedRecords
+}
+
+// pipedRecords is one record set moved out of the frame: n bytes in p,
+// then tail (what p would not take) in memory.
+type pipedRecords struct {
+	at   int // the placeholder's offset in buf
+	p    *recordPipe
+	n    int
+	tail []byte
+	// sent: the n bytes were spliced to the client, so p is empty and
+	// can be reused.
+	sent bool
+}
+
+func (r *pipedRecords) size() int { return r.n + len(r.tail) }
+
+// release returns buf and the pipes; nothing reads b afterwards.
+func (b *partBody) release() {
+	if b == nil {
+		return
+	}
+	for i := range b.piped {
+		r := &b.piped[i]
+		putRecordPipe(r.p, r.sent || r.n == 0)
+	}
+	putPartBody(b.buf)
+	b.buf, b.piped = nil, nil
+}
+
+// pipedPart is fetchStream's part mode: where the records go.
+type pipedPart struct {
+	raw  syscall.RawConn // the upstream socket
+	body *partBody
+}
+
+// records moves a record set of n bytes (its length just copied into
+// f.out at f.recStart) into a pipe, or copies it when it is small or no
+// pipe is free.
+func (pp *pipedPart) records(f *fetchStream, n int) error {
+	if n < pipeMin {
+		return f.copy(n)
+	}
+	p := getRecordPipe()
+	if p == nil {
+		return f.copy(n)
+	}
+	rec := pipedRecords{p: p}
+	// The placeholder: a records field of one byte.
+	f.out = append(f.out[:f.recStart], 2, 0)
+	rec.at = len(f.out) - 1
+	f.left -= n
+	want := min(n, recordPipeSize)
+	if b := min(f.ur.Buffered(), want); b > 0 {
+		head, _ := f.ur.Peek(b)
+		w := p.write(head)
+		f.ur.Discard(w)
+		rec.n += w
+	}
+	if rec.n < want && f.ur.Buffered() == 0 {
+		moved, err := p.fill(pp.raw, want-rec.n)
+		rec.n += moved
+		if err != nil {
+			pp.body.piped = append(pp.body.piped, rec) // released (and its pipe closed) with the body
+			return &backendError{err}
+		}
+	}
+	pipeStats.piped.Add(1)
+	if n -= rec.n; n > 0 { // past recordPipeSize, or the pipe is full
+		pipeStats.spilled.Add(1)
+		rec.tail = make([]byte, n)
+		if _, err := io.ReadFull(f.ur, rec.tail); err != nil {
+			pp.body.piped = append(pp.body.piped, rec)
+			return &backendError{fmt.Errorf("read Fetch response: %w", truncated(err))}
+		}
+	}
+	pp.body.piped = append(pp.body.piped, rec)
+	return nil
+}
+
+// readPipedFetch reads a flexible Fetch part's frame of size bytes
+// (after its size and correlation id) with its large record sets piped.
+func readPipedFetch(r *bufio.Reader, raw syscall.RawConn, req *kmsg.FetchRequest, size int) (kmsg.Response, *partBody, error) {
+	buf := getPartBody(min(size, 16<<10))
+	body := &partBody{buf: buf}
+	f := fetchStream{ur: r, left: size, out: (*buf)[:0], part: &pipedPart{raw: raw, body: body}}
+	err := f.walkBody(req.Version)
+	*buf = f.out
+	if err == nil && f.left != 0 {
+		err = fmt.Errorf("%w: %d bytes left after the walk", errFetchShape, f.left)
+	}
+	if err != nil {
+		body.release()
+		return nil, nil, err
+	}
+	resp, err := decodePartResponse(req, *buf)
+	if err != nil {
+		body.release()
+		return nil, nil, err
+	}
+	return resp, body, nil
+}
+
+// pipedLookup maps the placeholders of bodies to their record sets, for
+// spliceFetch; nil when nothing is piped.
+func pipedLookup(bodies []*partBody) func([]byte) *pipedRecords {
+	var m map[*byte]*pipedRecords
+	for _, b := range bodies {
+		for i := range b.piped {
+			if m == nil {
+				m = map[*byte]*pipedRecords{}
+			}
+			m[&(*b.buf)[b.piped[i].at]] = &b.piped[i]
+		}
+	}
+	if m == nil {
+		return nil
+	}
+	return func(r []byte) *pipedRecords {
+		if len(r) != 1 {
+			return nil
+		}
+		return m[&r[0]]
+	}
+}
+
+// writePiped writes a merged answer that has piped record sets to the
+// client (plain TCP): the pieces between them with writev, each piped
+// set with a splice from its pipe.
+func (a *fetchAnswer) writePiped(s *session, bufs net.Buffers) error {
+	raw := rawConn(s.client)
+	if raw == nil {
+		return fmt.Errorf("internal: piped Fetch answer for a %T client", s.client)
+	}
+	f := &a.frame
+	prev := 0
+	for i, c := range f.cuts {
+		if c > prev {
+			bufs = append(bufs, f.head[prev:c])
+		}
+		prev = c
+		pr := f.pipes[i]
+		if pr == nil {
+			bufs = append(bufs, f.recs[i])
+			continue
+		}
+		if len(bufs) > 0 {
+			// MSG_MORE: the fields leave in the splice's segments.
+			if err := writeMore(s.client, bufs...); err != nil {
+				return err
+			}
+			bufs = bufs[:0]
+		}
+		if err := pr.p.drainTo(raw, pr.n, s.pushWriteDeadline); err != nil {
+			return err
+		}
+		pr.sent = true
+		if len(pr.tail) > 0 {
+			bufs = append(bufs, pr.tail)
+		}
+	}
+	if prev < len(f.head) {
+		bufs = append(bufs, f.head[prev:])
+	}
+	return s.writeProgress(bufs)
+}

@@ -1,0 +1,170 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math/rand/v2"
+	"net"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sys/unix"
+)
+
+// pipedFrame is a Fetch v16 answer frame (size, correlation id, header,
+// body) whose record sets take every path of pipedPart.records: piped
+// whole, piped then spilled past recordPipeSize, copied (small), null.
+func pipedFrame(t *testing.T, corr int32) (frame []byte, recs map[int32][]byte) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(7, 8))
+	random := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	recs = map[int32][]byte{0: random(100 << 10), 1: random(recordPipeSize + 300<<10), 2: random(1 << 10), 3: nil}
+	resp := kmsg.NewPtrFetchResponse()
+	resp.Version = 16
+	tp := kmsg.NewFetchResponseTopic()
+	tp.TopicID = [16]byte{1, 2, 3}
+	for p := int32(0); p < 4; p++ {
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.Partition, rp.HighWatermark, rp.RecordBatches = p, 1000+int64(p), recs[p]
+		tp.Partitions = append(tp.Partitions, rp)
+	}
+	resp.Topics = append(resp.Topics, tp)
+	body := resp.AppendTo([]byte{0}) // the response header's empty tags
+	frame = binary.BigEndian.AppendUint32(nil, uint32(4+len(body)))
+	frame = binary.BigEndian.AppendUint32(frame, uint32(corr))
+	return append(frame, body...), recs
+}
+
+// tcpPair is a loopback TCP connection: what is written to w is read
+// from r.
+func tcpPair(t *testing.T) (r, w net.Conn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	w, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return r, w
+}
+
+// readPipedFrame sends frame (then closes the sending side) and reads it
+// as a brokerConn reads a piped Fetch part.
+func readPipedFrame(t *testing.T, frame []byte, corr int32) (kmsg.Response, *partBody, error) {
+	t.Helper()
+	rc, wc := tcpPair(t)
+	go func() {
+		wc.Write(frame)
+		wc.Close()
+	}()
+	b := &brokerConn{conn: rc, raw: rawConn(rc)}
+	b.upr.c = rc
+	r := bufio.NewReaderSize(&b.upr, 64<<10)
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 16
+	return b.readPart(r, &partCall{req: req, pipe: true}, corr)
+}
+
+// TestReadPipedFetch: a Fetch part read with its large record sets piped
+// decodes to the answer sent, with placeholders whose pipes (and tails)
+// hold the record bytes sent; small and null record sets are in memory.
+func TestReadPipedFetch(t *testing.T) {
+	frame, recs := pipedFrame(t, 1)
+	resp, body, err := readPipedFrame(t, frame, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer body.release()
+	piped := pipedLookup([]*partBody{body})
+	if piped == nil || len(body.piped) != 2 {
+		t.Fatalf("%d record sets piped, want 2", len(body.piped))
+	}
+	fr := resp.(*kmsg.FetchResponse)
+	if len(fr.Topics) != 1 || len(fr.Topics[0].Partitions) != 4 {
+		t.Fatalf("decoded %+v", fr.Topics)
+	}
+	for _, p := range fr.Topics[0].Partitions {
+		want := recs[p.Partition]
+		if p.HighWatermark != 1000+int64(p.Partition) {
+			t.Errorf("partition %d: high watermark %d", p.Partition, p.HighWatermark)
+		}
+		pr := piped(p.RecordBatches)
+		if pr == nil {
+			if !bytes.Equal(p.RecordBatches, want) || (want == nil) != (p.RecordBatches == nil) {
+				t.Errorf("partition %d: %d record bytes in memory, want %d", p.Partition, len(p.RecordBatches), len(want))
+			}
+			continue
+		}
+		if len(want) < pipeMin {
+			t.Errorf("partition %d: %d record bytes piped, under pipeMin", p.Partition, len(want))
+		}
+		if pr.size() != len(want) || pr.n > recordPipeSize {
+			t.Errorf("partition %d: %d bytes piped + %d in memory, want %d, at most %d piped", p.Partition, pr.n, len(pr.tail), len(want), recordPipeSize)
+		}
+		got := make([]byte, pr.n)
+		for k := 0; k < pr.n; {
+			m, err := unix.Read(pr.p.r, got[k:])
+			if err != nil || m <= 0 {
+				t.Fatalf("partition %d: read pipe after %d bytes: %v", p.Partition, k, err)
+			}
+			k += m
+		}
+		pr.sent = true // drained: the pipe may be reused
+		if got = append(got, pr.tail...); !bytes.Equal(got, want) {
+			t.Errorf("partition %d: piped records differ from those sent", p.Partition)
+		}
+	}
+}
+
+// TestReadPipedFetchBadFrames: a piped part that is cut short, or whose
+// size does not fit its fields, is an error, and leaves no pipe in use.
+func TestReadPipedFetchBadFrames(t *testing.T) {
+	frame, _ := pipedFrame(t, 1)
+	short := bytes.Clone(frame)
+	binary.BigEndian.PutUint32(short, uint32(len(frame)-4-200_000)) // the size ends mid-records
+	long := bytes.Clone(frame)
+	binary.BigEndian.PutUint32(long, uint32(len(frame)-4+10)) // fields end before the size
+	cases := map[string][]byte{
+		"cut in the fields":            frame[:40],
+		"cut in the first piped set":   frame[:60_000],
+		"cut in the set past the pipe": frame[:len(frame)-1000],
+		"cut in the tail":              frame[:len(frame)-2],
+		"size ends mid-records":        short,
+		"size past the fields":         long,
+	}
+	for name, f := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, body, err := readPipedFrame(t, f, 1)
+			if err == nil {
+				body.release()
+				t.Fatal("read a bad frame without error")
+			}
+			if body != nil {
+				t.Error("a failed read returned a body")
+			}
+			var be *backendError
+			if !errors.Is(err, errFetchShape) && !errors.As(err, &be) {
+				t.Errorf("error %v is neither a shape nor an upstream error", err)
+			}
+			if n := recordPipesInUse(); n != 0 {
+				t.Errorf("%d record pipes in use after the failed read", n)
+			}
+		})
+	}
+}
