@@ -9,6 +9,7 @@ import (
 	"net"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,9 +33,22 @@ var recordPipes struct {
 	mu   sync.Mutex
 	free []*recordPipe
 	open int
-	// broken: the kernel refused a pipe or its size (descriptor limit,
-	// fs.pipe-user-pages-soft); no more are made.
-	broken bool
+	// retry: the kernel refused a pipe or its size (descriptor limit,
+	// fs.pipe-user-pages-soft); none is made before this time.
+	retry time.Time
+}
+
+// recordPipeRetry is how long the gateway waits for another pipe after
+// the kernel refused one.
+const recordPipeRetry = time.Minute
+
+// recordPipeFree reports whether getRecordPipe would likely return a
+// pipe now (a part that would find none is read into memory whole, in
+// one buffer of its size).
+func recordPipeFree() bool {
+	recordPipes.mu.Lock()
+	defer recordPipes.mu.Unlock()
+	return len(recordPipes.free) > 0 || (recordPipes.open < maxRecordPipes && time.Now().After(recordPipes.retry))
 }
 
 // getRecordPipe returns an empty pipe, or nil when none is free and no
@@ -47,18 +61,18 @@ func getRecordPipe() *recordPipe {
 		recordPipes.free = recordPipes.free[:n-1]
 		return p
 	}
-	if recordPipes.broken || recordPipes.open >= maxRecordPipes {
+	if recordPipes.open >= maxRecordPipes || time.Now().Before(recordPipes.retry) {
 		return nil
 	}
 	var fds [2]int
 	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
-		recordPipes.broken = true
+		recordPipes.retry = time.Now().Add(recordPipeRetry)
 		return nil
 	}
 	if size, err := unix.FcntlInt(uintptr(fds[0]), unix.F_SETPIPE_SZ, recordPipeSize); err != nil || size < recordPipeSize {
 		unix.Close(fds[0])
 		unix.Close(fds[1])
-		recordPipes.broken = true
+		recordPipes.retry = time.Now().Add(recordPipeRetry)
 		return nil
 	}
 	recordPipes.open++
@@ -118,12 +132,19 @@ func (p *recordPipe) fill(c syscall.RawConn, n int) (moved int, err error) {
 			case err == unix.EINTR:
 				continue
 			case err == unix.EAGAIN:
-				// Either the socket has nothing yet (wait for it) or the
-				// pipe is full (stop: the socket has bytes to read).
-				if avail, ierr := unix.IoctlGetInt(int(fd), unix.SIOCINQ); ierr == nil && avail > 0 {
-					return true
+				// The socket has nothing yet (wait for it), or the pipe is
+				// full (a pipe fills by slots, not bytes), and then the
+				// socket has bytes to read (stop) or is at its end.
+				var b [1]byte
+				switch n, _, perr := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT); {
+				case perr == unix.EAGAIN || perr == unix.EINTR:
+					return false
+				case perr != nil:
+					serr = perr
+				case n == 0:
+					serr = io.ErrUnexpectedEOF
 				}
-				return false
+				return true
 			case err != nil:
 				serr = err
 				return true
@@ -183,6 +204,26 @@ func (p *recordPipe) drainTo(c syscall.RawConn, n int, progress func()) error {
 		if moved > 0 && n > 0 {
 			progress()
 		}
+	}
+	return nil
+}
+
+// readTo copies the n bytes the pipe holds to w, for an answer written
+// through a writer that is not a socket (materialize).
+func (p *recordPipe) readTo(w io.Writer, n int) error {
+	buf := make([]byte, min(n, 64<<10))
+	for n > 0 {
+		k, err := unix.Read(p.r, buf[:min(n, len(buf))])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || k <= 0 {
+			return fmt.Errorf("read a record pipe with %d bytes left: %v", n, err)
+		}
+		if _, err := w.Write(buf[:k]); err != nil {
+			return err
+		}
+		n -= k
 	}
 	return nil
 }

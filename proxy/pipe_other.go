@@ -3,6 +3,7 @@
 package proxy
 
 import (
+	"io"
 	"net"
 	"syscall"
 )
@@ -18,4 +19,6 @@ func rawConn(net.Conn) syscall.RawConn                         { return nil }
 func (*recordPipe) fill(syscall.RawConn, int) (int, error)     { return 0, nil }
 func (*recordPipe) drainTo(syscall.RawConn, int, func()) error { return nil }
 
-func recordPipesInUse() int { return 0 }
+func recordPipesInUse() int                     { return 0 }
+func recordPipeFree() bool                      { return false }
+func (*recordPipe) readTo(io.Writer, int) error { return nil }

@@ -53,9 +53,9 @@ var pipeStats struct{ piped, spilled atomic.Int64 }
 // frame after its size and correlation id (the decoded response's
 // record batches alias it), with each piped record set replaced by a
 // one-byte placeholder; piped are those record sets.
-// Ownership: the brokerConn reader's, then the gather's, then the
-// merged answer's (fetchAnswer), which releases it once written or
-// dropped.
+// Ownership: the brokerConn reader's, then the gather's (or a held
+// part's, route_fetch_hold.go), then the merged answer's (fetchAnswer),
+// which releases it once written or dropped.
 type partBody struct {
 	buf   *[]byte
 	piped []pipedRecords
@@ -74,6 +74,18 @@ type pipedRecords struct {
 }
 
 func (r *pipedRecords) size() int { return r.n + len(r.tail) }
+
+// pipedBytes is the record bytes b holds in pipes and their tails (the
+// decoded answer sees a one-byte placeholder for each set).
+func (b *partBody) pipedBytes() int {
+	n := 0
+	if b != nil {
+		for i := range b.piped {
+			n += b.piped[i].size() - 1
+		}
+	}
+	return n
+}
 
 // release returns buf and the pipes; nothing reads b afterwards.
 func (b *partBody) release() {
@@ -204,13 +216,14 @@ func (a *fetchAnswer) writePiped(s *session, bufs net.Buffers) error {
 			bufs = append(bufs, f.recs[i])
 			continue
 		}
-		if len(bufs) > 0 {
-			// MSG_MORE: the fields leave in the splice's segments.
-			if err := writeMore(s.client, bufs...); err != nil {
-				return err
-			}
-			bufs = bufs[:0]
+		// Each step under a fresh frame_timeout, kept moving while bytes
+		// move (writeProgress, drainTo).
+		s.pushWriteDeadline()
+		if err := s.writeProgress(bufs); err != nil {
+			return err
 		}
+		bufs = bufs[:0]
+		s.pushWriteDeadline()
 		if err := pr.p.drainTo(raw, pr.n, s.pushWriteDeadline); err != nil {
 			return err
 		}
@@ -222,5 +235,42 @@ func (a *fetchAnswer) writePiped(s *session, bufs net.Buffers) error {
 	if prev < len(f.head) {
 		bufs = append(bufs, f.head[prev:])
 	}
+	s.pushWriteDeadline()
 	return s.writeProgress(bufs)
+}
+
+// copyPiped writes the answer to w, reading its piped record sets out
+// of their pipes.
+func (a *fetchAnswer) copyPiped(w io.Writer) (int64, error) {
+	f := &a.frame
+	var n int64
+	write := func(b []byte) error {
+		k, err := w.Write(b)
+		n += int64(k)
+		return err
+	}
+	prev := 0
+	for i, c := range f.cuts {
+		if err := write(f.head[prev:c]); err != nil {
+			return n, err
+		}
+		prev = c
+		pr := f.pipes[i]
+		if pr == nil {
+			if err := write(f.recs[i]); err != nil {
+				return n, err
+			}
+			continue
+		}
+		if err := pr.p.readTo(w, pr.n); err != nil {
+			return n, err
+		}
+		n += int64(pr.n)
+		pr.sent = true
+		if err := write(pr.tail); err != nil {
+			return n, err
+		}
+	}
+	err := write(f.head[prev:])
+	return n, err
 }

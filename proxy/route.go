@@ -64,8 +64,10 @@ type tunnel struct {
 }
 
 func newTunnel(s *session, o *SinglePortOptions) *tunnel {
-	return &tunnel{s: s, view: s.srv.clusterView(), virtual: o.VirtualNode, conns: map[int32]*brokerConn{}, adv: s.mapper,
+	t := &tunnel{s: s, view: s.srv.clusterView(), virtual: o.VirtualNode, conns: map[int32]*brokerConn{}, adv: s.mapper,
 		answerSlot: make(chan struct{}, 1), pipe: rawConn(s.client) != nil}
+	t.fetchSessions() // made here, so that close (from any goroutine) reads it unraced
+	return t
 }
 
 // clusterView returns the Server's shared view, made on first use.
@@ -77,6 +79,7 @@ func (s *Server) clusterView() *clusterView {
 func (t *tunnel) close() {
 	if fs := t.fetch; fs != nil {
 		fs.mu.Lock()
+		fs.closed = true
 		fs.dropAllOut() // answers held for a next Fetch that will not come
 		fs.mu.Unlock()
 	}

@@ -51,13 +51,14 @@ type heldPart struct {
 	round *fetchRound
 }
 
-// records is the record bytes the part's answer carries.
+// records is the record bytes the part's answer carries (in memory and
+// in pipes).
 func (h *heldPart) records() int {
 	fr, ok := h.resp.(*kmsg.FetchResponse)
 	if !ok || h.err != nil {
 		return 0
 	}
-	n := 0
+	n := h.body.pipedBytes()
 	for _, tp := range fr.Topics {
 		for _, p := range tp.Partitions {
 			n += len(p.RecordBatches)
@@ -190,7 +191,7 @@ func (t *tunnel) holdArrived(h *heldPart, call *partCall) {
 	fs.mu.Lock()
 	h.resp, h.body, h.err, h.arrived = call.resp, call.body, call.err, true
 	round := h.round
-	if round == nil && fs.out[h.node] != h { // dropped while in flight
+	if round == nil && (fs.closed || fs.out[h.node] != h) { // dropped while in flight
 		h.body.release()
 		h.body = nil
 	}
@@ -217,7 +218,9 @@ func (t *tunnel) answerHeld(round *fetchRound) {
 		h.round = nil
 		if !h.arrived {
 			round.plan.deferred[n] = true
-			fs.out[n] = h
+			if !fs.closed { // else released when it arrives (holdArrived)
+				fs.out[n] = h
+			}
 			continue
 		}
 		if h.body != nil {

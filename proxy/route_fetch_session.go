@@ -134,6 +134,8 @@ type fetchState struct {
 	// out are the parts that outlived the client Fetch they were sent
 	// for, by broker: in flight, or in and held (route_fetch_hold.go).
 	out map[int32]*heldPart
+	// closed: the tunnel closed; nothing more is held.
+	closed bool
 }
 
 // fetchMode is what a client Fetch is, for the gateway's session rules.

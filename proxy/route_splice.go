@@ -114,8 +114,6 @@ func (f *splicedFrame) splice(enc []byte, marks []int, recs [][]byte, flexible b
 
 var errSpliceWalk = errors.New("internal: records walk does not match the encoding")
 
-var errPipedAnswer = errors.New("internal: a Fetch answer with piped records written to a writer that is not its client")
-
 // walker reads the encodings kmsg wrote, for the offsets of their
 // records fields; it only has to skip, and it stops at the first error.
 type walker struct {
@@ -418,12 +416,14 @@ func (a *fetchAnswer) start() []byte {
 }
 
 // WriteTo writes the answer and releases it. The session writes an
-// answer with piped records (writeFetchAnswer); WriteTo has no socket
-// to splice to and refuses one.
+// answer with piped records straight to its socket (writeFetchAnswer);
+// through WriteTo (an answer rewritten or audited whole, materialize)
+// the piped records are read out of their pipes.
 func (a *fetchAnswer) WriteTo(w io.Writer) (int64, error) {
 	if a.frame.piped {
+		n, err := a.copyPiped(w)
 		a.Release()
-		return 0, errPipedAnswer
+		return n, err
 	}
 	bufs := a.buffers(nil)
 	n, err := bufs.WriteTo(w)

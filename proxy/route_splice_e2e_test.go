@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/tollgate-kafka/tollgate/audit"
+	"github.com/tollgate-kafka/tollgate/configs"
 	"github.com/tollgate-kafka/tollgate/proxy"
 )
 
@@ -63,6 +65,22 @@ func TestSinglePortSplicedRecordsRoundTrip(t *testing.T) {
 		roundTripRecords(t, srv, topic, small, kgo.Dialer(scan.dial))
 		if now, _, _ := proxy.PipeStatsForTest(); now != piped {
 			t.Errorf("%d record sets went through pipes with none free", now-piped)
+		}
+	})
+	t.Run("plaintext-full-audit", func(t *testing.T) {
+		// A full audit record is made from the whole answer, which then
+		// goes out through a buffer (materialize): the piped records are
+		// read out of their pipes.
+		piped, _, _ := proxy.PipeStatsForTest()
+		pipesReleasedAtEnd(t)
+		trail, err := audit.New(configs.Audit{Level: "full", Mode: "best-effort", Queue: 10000}, nil, audit.WithSink(&syncBuffer{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, srv, scan := startSinglePort(t, topic, parts, func(o *proxy.Options) { o.Audit = trail })
+		roundTripRecords(t, srv, topic, small, kgo.Dialer(scan.dial))
+		if now, _, _ := proxy.PipeStatsForTest(); now == piped {
+			t.Error("no record set went through a pipe: only the memory path was tested")
 		}
 	})
 	t.Run("plaintext-client-drops-mid-answer", func(t *testing.T) {
