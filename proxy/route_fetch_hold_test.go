@@ -84,36 +84,14 @@ func TestSinglePortFetchHeldParts(t *testing.T) {
 	produce(3)
 
 	raw := newClient(t, srv, nil, kgo.Dialer(scan.dial))
-	md := kmsg.NewPtrMetadataRequest()
-	mt := kmsg.NewMetadataRequestTopic()
-	mt.Topic = kmsg.StringPtr(topic)
-	md.Topics = append(md.Topics, mt)
-	mresp, err := md.RequestWith(ctx, raw)
-	if err != nil || len(mresp.Topics) != 1 {
-		t.Fatalf("metadata: %v", err)
-	}
-	id := mresp.Topics[0].TopicID
+	_, id := topicID(t, ctx, raw, topic)
 	// fetch sends one Fetch of the session on one connection and
 	// returns, per partition listed, the first offset of its records
 	// (-1: none) and its high watermark.
 	type listed struct{ first, hwm int64 }
 	fetch := func(ctx context.Context, sid, epoch int32, offsets map[int32]int64) (*kmsg.FetchResponse, map[int32]listed) {
 		t.Helper()
-		r := kmsg.NewPtrFetchRequest()
-		r.MaxWaitMillis, r.MinBytes, r.MaxBytes = 200, 1, 1<<20
-		r.SessionID, r.SessionEpoch = sid, epoch
-		if len(offsets) > 0 {
-			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic, rt.TopicID = topic, id
-			for p := range int32(parts) {
-				if off, ok := offsets[p]; ok {
-					rp := kmsg.NewFetchRequestTopicPartition()
-					rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, off, 1<<20
-					rt.Partitions = append(rt.Partitions, rp)
-				}
-			}
-			r.Topics = append(r.Topics, rt)
-		}
+		r := sessionFetch(topic, id, parts, 200, sid, epoch, offsets)
 		kr, err := raw.Broker(testVirtual).Request(ctx, r)
 		if err != nil {
 			t.Fatalf("fetch epoch %d: %v", epoch, err)

@@ -416,6 +416,43 @@ func containsSuffix(keys []string, suffix string) bool {
 	return false
 }
 
+// topicID asks for topic's metadata through cl and returns the request
+// (to ask again) and the topic's id.
+func topicID(t *testing.T, ctx context.Context, cl *kgo.Client, topic string) (*kmsg.MetadataRequest, [16]byte) {
+	t.Helper()
+	md := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	md.Topics = append(md.Topics, mt)
+	mresp, err := md.RequestWith(ctx, cl)
+	if err != nil || len(mresp.Topics) != 1 {
+		t.Fatalf("metadata: %v", err)
+	}
+	return md, mresp.Topics[0].TopicID
+}
+
+// sessionFetch is a Fetch of session sid at epoch listing offsets
+// (partition → fetch offset) of topic's partitions, 1 MiB each, waiting
+// at most maxWait ms for one byte.
+func sessionFetch(topic string, id [16]byte, parts int, maxWait, sid, epoch int32, offsets map[int32]int64) *kmsg.FetchRequest {
+	r := kmsg.NewPtrFetchRequest()
+	r.MaxWaitMillis, r.MinBytes, r.MaxBytes = maxWait, 1, 1<<20
+	r.SessionID, r.SessionEpoch = sid, epoch
+	if len(offsets) > 0 {
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = topic, id
+		for p := range int32(parts) {
+			if off, ok := offsets[p]; ok {
+				rp := kmsg.NewFetchRequestTopicPartition()
+				rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, off, 1<<20
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+		}
+		r.Topics = append(r.Topics, rt)
+	}
+	return r
+}
+
 // TestSinglePortFetchSessionRules: hand-made Fetches get Kafka's session
 // answers from the gateway (FetchManager.newContext): a full fetch opens
 // a session and lists every partition, an incremental one lists only
@@ -430,32 +467,10 @@ func TestSinglePortFetchSessionRules(t *testing.T) {
 	prod := newClient(t, srv, nil, kgo.Dialer(scan.dial), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	produceSeq(t, ctx, prod, topic, 0, 3)
 	raw := newClient(t, srv, nil, kgo.Dialer(scan.dial))
-	md := kmsg.NewPtrMetadataRequest()
-	mt := kmsg.NewMetadataRequestTopic()
-	mt.Topic = kmsg.StringPtr(topic)
-	md.Topics = append(md.Topics, mt)
-	mresp, err := md.RequestWith(ctx, raw)
-	if err != nil || len(mresp.Topics) != 1 {
-		t.Fatalf("metadata: %v", err)
-	}
-	id := mresp.Topics[0].TopicID
+	md, id := topicID(t, ctx, raw, topic)
 	fetch := func(sid, epoch int32, offsets map[int32]int64, forget ...int32) *kmsg.FetchResponse {
 		t.Helper()
-		r := kmsg.NewPtrFetchRequest()
-		r.MaxWaitMillis, r.MinBytes, r.MaxBytes = 10, 1, 1<<20
-		r.SessionID, r.SessionEpoch = sid, epoch
-		if len(offsets) > 0 {
-			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic, rt.TopicID = topic, id
-			for p := range int32(parts) {
-				if off, ok := offsets[p]; ok {
-					rp := kmsg.NewFetchRequestTopicPartition()
-					rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = p, off, 1<<20
-					rt.Partitions = append(rt.Partitions, rp)
-				}
-			}
-			r.Topics = append(r.Topics, rt)
-		}
+		r := sessionFetch(topic, id, parts, 10, sid, epoch, offsets)
 		if len(forget) > 0 {
 			ft := kmsg.NewFetchRequestForgottenTopic()
 			ft.Topic, ft.TopicID, ft.Partitions = topic, id, forget
