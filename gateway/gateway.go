@@ -89,6 +89,7 @@ func Open(plan *Plan, log *slog.Logger, opts ...Option) (*Gateway, error) {
 	g := &Gateway{cfg: cfg, log: log, Registry: prometheus.NewRegistry()}
 	g.plan.Store(plan)
 	g.Metrics = metrics.New(g.Registry)
+	g.Metrics.WatchRecordPipes(proxy.RecordPipeStats)
 	aopts := []audit.Option{audit.WithLogger(log)}
 	var kafkaSink *audit.KafkaSink
 	if k := cfg.Audit.Sink.Kafka; k != nil && cfg.Audit.Enabled() {

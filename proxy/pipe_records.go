@@ -45,9 +45,17 @@ const recordPipeSize = 1 << 20
 // with a write, a copy).
 const pipedFirstRead = 16 << 10
 
-// pipeStats counts record sets moved through pipes, and those the pipe
-// would not take whole (the rest went through memory).
-var pipeStats struct{ piped, spilled atomic.Int64 }
+// pipeStats counts record sets moved through pipes, those the pipe would
+// not take whole (the rest went through memory), and part answers read
+// into memory where pipes could have served (RecordPipeStats).
+var pipeStats struct{ piped, spilled, unpiped atomic.Int64 }
+
+// RecordPipeStats reports the pipes holding records now and the counts
+// above, for the metrics (tollgate_single_port_record_pipes and the
+// piped, spilled and unpiped counters).
+func RecordPipeStats() (inUse int, piped, spilled, unpiped int64) {
+	return recordPipesInUse(), pipeStats.piped.Load(), pipeStats.spilled.Load(), pipeStats.unpiped.Load()
+}
 
 // partBody is a single-port Fetch part's answer as read: buf holds the
 // frame after its size and correlation id (the decoded response's
@@ -115,6 +123,7 @@ func (pp *pipedPart) records(f *fetchStream, n int) error {
 	}
 	p := getRecordPipe()
 	if p == nil {
+		pipeStats.unpiped.Add(1)
 		return f.copy(n)
 	}
 	rec := pipedRecords{p: p}

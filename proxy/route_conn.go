@@ -186,7 +186,11 @@ const maxPartResponse = 256 << 20
 // other with readPartResponse.
 func (b *brokerConn) readPart(r *bufio.Reader, call *partCall, corr int32) (kmsg.Response, *partBody, error) {
 	fr, ok := call.req.(*kmsg.FetchRequest)
-	if !ok || !call.pipe || b.raw == nil || fr.Version < 12 || !recordPipeFree() {
+	if !ok || !call.pipe || b.raw == nil {
+		return readPartResponse(r, call.req, corr)
+	}
+	if fr.Version < 12 || !recordPipeFree() {
+		pipeStats.unpiped.Add(1)
 		return readPartResponse(r, call.req, corr)
 	}
 	// Small reads while the frame is walked: what the buffer holds of a

@@ -1,0 +1,29 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// RecordPipeStats is what the single-port gateway's record pipes report
+// at scrape time (the proxy's pipe_records.go): pipes holding records
+// now, record sets moved through pipes, those of them that spilled past
+// a pipe into memory, and Fetch part answers read into memory on a
+// plain TCP connection for want of a pipe.
+type RecordPipeStats func() (inUse int, piped, spilled, unpiped int64)
+
+// WatchRecordPipes exports s, read at every scrape. Call it once.
+func (m *Metrics) WatchRecordPipes(s RecordPipeStats) {
+	if m == nil || s == nil {
+		return
+	}
+	registerOptional(m.reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: namespace, Name: "single_port_record_pipes",
+		Help: "Pipes holding single-port Fetch record sets on their way to clients (at most 32 per process)."},
+		func() float64 { n, _, _, _ := s(); return float64(n) }))
+	registerOptional(m.reg, prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: "single_port_piped_record_sets_total",
+		Help: "Single-port Fetch record sets moved upstream socket to pipe to client socket."},
+		func() float64 { _, n, _, _ := s(); return float64(n) }))
+	registerOptional(m.reg, prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: "single_port_spilled_record_sets_total",
+		Help: "Piped record sets larger than a pipe takes (1 MiB): the rest went through memory."},
+		func() float64 { _, _, n, _ := s(); return float64(n) }))
+	registerOptional(m.reg, prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: "single_port_unpiped_fetch_parts_total",
+		Help: "Single-port Fetch part answers, or large record sets in one, read into memory on plain TCP connections because no record pipe was free (or the Fetch version is below 12)."},
+		func() float64 { _, _, _, n := s(); return float64(n) }))
+}
