@@ -166,44 +166,42 @@ func (p *recordPipe) fill(c syscall.RawConn, n int) (moved int, err error) {
 }
 
 // drainTo moves n bytes from the pipe to the socket c. progress is
-// called after each step that moved bytes (it pushes the write
-// deadline, so the deadline bounds a step that moves nothing, as in
-// writeProgress).
+// called when the socket's buffer fills after bytes moved, before the
+// wait for room (it pushes the write deadline, so the deadline bounds a
+// wait that follows no progress, as in writeProgress).
 func (p *recordPipe) drainTo(c syscall.RawConn, n int, progress func()) error {
-	for n > 0 {
-		var serr error
-		moved := 0
-		werr := c.Write(func(fd uintptr) bool {
-			for n > 0 {
-				k, err := unix.Splice(p.r, nil, int(fd), nil, n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
-				switch {
-				case err == unix.EINTR:
-					continue
-				case err == unix.EAGAIN:
-					// The socket's buffer is full: wait, unless this step
-					// moved bytes (then push the deadline first).
-					return moved > 0
-				case err != nil:
-					serr = err
-					return true
-				case k == 0:
-					serr = errors.New("record pipe empty before its records were written")
-					return true
+	var serr error
+	werr := c.Write(func(fd uintptr) bool {
+		moved := false
+		for n > 0 {
+			k, err := unix.Splice(p.r, nil, int(fd), nil, n, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			switch {
+			case err == unix.EINTR:
+				continue
+			case err == unix.EAGAIN:
+				// The socket's buffer is full: wait for room, under a
+				// deadline pushed if this step moved bytes.
+				if moved {
+					progress()
 				}
-				n -= int(k)
-				moved += int(k)
+				return false
+			case err != nil:
+				serr = err
+				return true
+			case k == 0:
+				serr = errors.New("record pipe empty before its records were written")
+				return true
 			}
-			return true
-		})
-		if serr == nil {
-			serr = werr
+			n -= int(k)
+			moved = true
 		}
-		if serr != nil {
-			return fmt.Errorf("splice records to the client: %w", serr)
-		}
-		if moved > 0 && n > 0 {
-			progress()
-		}
+		return true
+	})
+	if serr == nil {
+		serr = werr
+	}
+	if serr != nil {
+		return fmt.Errorf("splice records to the client: %w", serr)
 	}
 	return nil
 }
