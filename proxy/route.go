@@ -330,11 +330,7 @@ func (t *tunnel) scatterParts(parts map[int32]kmsg.Request, rep reply, merge fun
 	for node, req := range parts {
 		call := &partCall{node: node, req: req, pipe: t.pipe}
 		call.done = func() { g.finish(t, call.node, call.resp, call.body, call.err) }
-		bc, err := t.conn(node)
-		queued := false
-		if err == nil {
-			queued, err = bc.send(call, rep != nil)
-		}
+		queued, err := t.sendPart(call, rep != nil)
 		switch {
 		case err == nil:
 			if rep == nil { // acks=0: written is all it gets
@@ -347,6 +343,23 @@ func (t *tunnel) scatterParts(parts map[int32]kmsg.Request, rep reply, merge fun
 		}
 	}
 	return nil
+}
+
+// sendPart writes call to its broker, dialled if need be; queued is
+// brokerConn.send's (false: done is never called).
+func (t *tunnel) sendPart(call *partCall, expectResponse bool) (queued bool, err error) {
+	bc, err := t.conn(call.node)
+	if err != nil {
+		return false, err
+	}
+	return bc.send(call, expectResponse)
+}
+
+// partFailed notes a part of a partial request that got no answer: the
+// view is refreshed, and the event counted and logged.
+func (t *tunnel) partFailed(node int32, err error) {
+	t.view.invalidate(true, nil)
+	t.event(routePartFailed, "single-port: an upstream broker did not answer; its part is answered as unavailable (retriable)", "node", node, "err", err)
 }
 
 // gather collects the answers of one scattered request.
@@ -389,8 +402,7 @@ func (g *gather) finish(t *tunnel, key int32, resp kmsg.Response, body *partBody
 			g.firstErr = err
 		}
 	case g.partial:
-		t.view.invalidate(true, nil)
-		t.event(routePartFailed, "single-port: an upstream broker did not answer; its part is answered as unavailable (retriable)", "node", node, "err", err)
+		t.partFailed(node, err)
 	case g.firstErr == nil:
 		g.firstErr = err
 	}

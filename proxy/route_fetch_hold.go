@@ -161,19 +161,12 @@ func (t *tunnel) sendHeld(round *fetchRound, parts map[int32]kmsg.Request) {
 		if h == nil { // a part that only closes a session: nothing waits for it
 			call := &partCall{node: n, req: req}
 			call.done = func() { call.body.release() }
-			if bc, err := t.conn(n); err == nil {
-				bc.send(call, true)
-			}
+			t.sendPart(call, true)
 			continue
 		}
 		call := &partCall{node: n, req: req, pipe: t.pipe}
 		call.done = func() { t.holdArrived(h, call) }
-		bc, err := t.conn(n)
-		queued := false
-		if err == nil {
-			queued, err = bc.send(call, true)
-		}
-		if err != nil && !queued {
+		if queued, err := t.sendPart(call, true); err != nil && !queued {
 			call.err = err
 			call.done()
 		}
@@ -234,8 +227,7 @@ func (t *tunnel) answerHeld(round *fetchRound) {
 		case errors.Is(h.err, errConnClosedHere):
 			closedHere = h.err
 		default:
-			t.view.invalidate(true, nil)
-			t.event(routePartFailed, "single-port: an upstream broker did not answer; its part is answered as unavailable (retriable)", "node", n, "err", h.err)
+			t.partFailed(n, h.err)
 		}
 	}
 	fs.mu.Unlock()
