@@ -160,7 +160,7 @@ func runAuthFault(ctx context.Context, cfg FaultsConfig, fault, mode string) (Fa
 		if err := writeFileAtomic(a.caFile, a.ca.pem); err != nil {
 			return res, err
 		}
-		opts = append(opts, kfake.TLS(&tls.Config{GetCertificate: a.upCert.get, MinVersion: tls.VersionTLS12}))
+		opts = append(opts, kfake.TLS(a.conns.tlsConfig(&tls.Config{GetCertificate: a.upCert.get, MinVersion: tls.VersionTLS12})))
 		upstreamYAML = fmt.Sprintf("  tls: {ca: %q}\n", a.caFile)
 		if mode == ModeSNI {
 			// The gateway's listener certificate, from a CA of the
@@ -751,9 +751,16 @@ func (a *authRun) saslLogLines() int {
 
 // connTracker records every connection kfake's listeners accept, so
 // that the runner can close them all (the upstream dropping its clients).
+//
+// With TLS (tlsConfig), a connection counts only once its handshake is
+// done: closing one mid-handshake fails the gateway's dial with a TLS
+// error (reason "tls") that the runner would take for a broken rotation,
+// and such a connection is a new dial anyway, made after whatever the
+// runner changed. dropAll leaves those alone.
 type connTracker struct {
 	mu       sync.Mutex
 	conns    map[*trackedConn]struct{}
+	tls      bool         // connections start handshaking (tlsConfig)
 	accepted atomic.Int64 // unix nanoseconds of the latest accept
 }
 
@@ -767,11 +774,37 @@ func (t *connTracker) listen(network, addr string) (net.Listener, error) {
 	return &trackedListener{Listener: l, t: t}, nil
 }
 
+// tlsConfig is base for kfake's listeners, marking each connection's
+// handshake done in the server's VerifyConnection (called for every
+// handshake, after the server's last flight is written). base's own
+// VerifyConnection must be nil. Call before the listeners accept.
+func (t *connTracker) tlsConfig(base *tls.Config) *tls.Config {
+	t.tls = true
+	cfg := base.Clone()
+	cfg.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		tc, ok := hello.Conn.(*trackedConn)
+		if !ok {
+			return nil, nil
+		}
+		c := base.Clone()
+		c.VerifyConnection = func(tls.ConnectionState) error {
+			tc.handshaking.Store(false)
+			return nil
+		}
+		return c, nil
+	}
+	return cfg
+}
+
+// dropAll closes every connection not in its TLS handshake and returns
+// how many.
 func (t *connTracker) dropAll() int {
 	t.mu.Lock()
 	cs := make([]*trackedConn, 0, len(t.conns))
 	for c := range t.conns {
-		cs = append(cs, c)
+		if !c.handshaking.Load() {
+			cs = append(cs, c)
+		}
 	}
 	t.mu.Unlock()
 	for _, c := range cs {
@@ -791,6 +824,7 @@ func (l *trackedListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	tc := &trackedConn{Conn: c, t: l.t}
+	tc.handshaking.Store(l.t.tls)
 	l.t.mu.Lock()
 	l.t.conns[tc] = struct{}{}
 	l.t.mu.Unlock()
@@ -800,8 +834,9 @@ func (l *trackedListener) Accept() (net.Conn, error) {
 
 type trackedConn struct {
 	net.Conn
-	t    *connTracker
-	once sync.Once
+	t           *connTracker
+	once        sync.Once
+	handshaking atomic.Bool // accepted with TLS, handshake not yet done
 }
 
 func (c *trackedConn) Close() error {

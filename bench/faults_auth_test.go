@@ -4,8 +4,15 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net"
+	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestAuthFaults runs the credential faults (faults_auth.go) in every
@@ -48,5 +55,63 @@ func TestAuthFaultDirect(t *testing.T) {
 		if _, err := RunFault(context.Background(), FaultsConfig{Tollgate: "/nonexistent"}, f, ModeDirect); err == nil {
 			t.Errorf("%s in mode direct: no error", f)
 		}
+	}
+}
+
+// TestConnTrackerSparesHandshakes: the runner's dropAll leaves a TLS
+// connection whose handshake has not finished (closing it would fail the
+// gateway's dial with a TLS error the runner then blames on the
+// rotation; CI saw one), and closes it once the handshake is done.
+func TestConnTrackerSparesHandshakes(t *testing.T) {
+	ca, err := newBenchCA("tracker test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.issue()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &connTracker{conns: map[*trackedConn]struct{}{}}
+	cfg := tr.tlsConfig(&tls.Config{Certificates: []tls.Certificate{leaf}, MinVersion: tls.VersionTLS12})
+	ln, err := tr.listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := tls.NewListener(ln, cfg)
+	defer tl.Close()
+	go func() {
+		for {
+			c, err := tl.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(io.Discard, c); c.Close() }() // the first read runs the handshake
+		}
+	}()
+
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	accepted := func() int { tr.mu.Lock(); defer tr.mu.Unlock(); return len(tr.conns) }
+	if !waitFor(context.Background(), 5*time.Second, func() bool { return accepted() == 1 }) {
+		t.Fatal("the connection was not accepted")
+	}
+	if n := tr.dropAll(); n != 0 {
+		t.Fatalf("dropAll closed %d connections before their handshake", n)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+	tc := tls.Client(raw, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
+	if err := tc.Handshake(); err != nil {
+		t.Fatalf("handshake after dropAll: %v", err)
+	}
+	if !waitFor(context.Background(), 5*time.Second, func() bool { return tr.dropAll() == 1 }) {
+		t.Fatal("dropAll never closed the connection after its handshake")
+	}
+	tc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := tc.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("read after dropAll: %v, want the connection closed", err)
 	}
 }
