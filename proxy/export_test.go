@@ -51,3 +51,16 @@ func HoldRecordPipesForTest() func() {
 		}
 	}
 }
+
+// FramesOffHeapForTest maps large request frames outside the Go heap
+// (frame_mem.go) even under the race detector, where they are not by
+// default, and returns how many were mapped so far and the restore.
+// Call before starting a gateway and restore after it stopped.
+func FramesOffHeapForTest() (mapped func() int64, restore func()) {
+	was := framesOffHeap
+	framesOffHeap = mapsFrames
+	return framesMapped.Load, func() { framesOffHeap = was }
+}
+
+// MapsFramesForTest: this platform can map frames outside the heap.
+const MapsFramesForTest = mapsFrames

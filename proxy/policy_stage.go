@@ -275,6 +275,9 @@ func (s *session) readFrame(size int) (frame []byte, ref *frameBuf, err error) {
 type frameBuf struct {
 	b    []byte
 	refs atomic.Int32
+	// mem, when set, is b's memory mapped outside the Go heap
+	// (frame_mem.go), whole as mapped; unmapped when the frame is dropped.
+	mem []byte
 	// reserved bytes of budget (body.go) go back when the last holder lets go.
 	budget   *byteBudget
 	reserved int64
@@ -294,35 +297,63 @@ var framePools [maxFrameClass + 1]sync.Pool
 
 const maxFrameClass = 24
 
-// Frames of bigFrameClass (1 MiB) and up are kept in one free list
-// bounded by bytes (bigFramesLimit, freelist.go), not in framePools: a sync.Pool
-// keeps a buffer per P (and a second generation across a GC), so a
-// single-port session's 4 MiB Produce frames were kept twice or more —
-// a quarter of its heap in the 2026-12-06 profile. A miss costs an
-// allocation the size of a frame that is then read from the socket
+// Frames over 512 KiB (bigFrameClass's half) are kept in one free list
+// bounded by bytes (bigFramesLimit, freelist.go), not in framePools: a
+// sync.Pool keeps a buffer per P (and a second generation across a GC),
+// so a single-port session's 4 MiB Produce frames were kept twice or
+// more — a quarter of its heap in the 2026-12-06 profile. A miss costs
+// an allocation the size of a frame that is then read from the socket
 // anyway.
+//
+// Over 1 MiB a frame's capacity is the request's size rounded up to
+// bigFrameGrain, not the next power of two: single-port reads a Produce
+// whole to split it by leader, and kgo's requests of three 1 MiB
+// partitions (a little over 3 MiB) took 4 MiB frames, one in use and one
+// kept. A free frame is reused for a request it fits with less than
+// bigFrameSlack to spare, so a 16 MiB frame does not serve a 1 MiB
+// request while the next large one allocates.
 const (
 	bigFrameClass  = 20
 	bigFramesLimit = 6 << 20
+	bigFrameGrain  = 256 << 10
+	bigFrameSlack  = 1 << 20
 )
 
-var bigFrames = freeList[*frameBuf]{limit: bigFramesLimit, size: func(f *frameBuf) int { return cap(f.b) }}
+var bigFrames = freeList[*frameBuf]{limit: bigFramesLimit, size: func(f *frameBuf) int { return cap(f.b) }, drop: dropFrame}
+
+// frameCap is the capacity getFrame gives a frame of n bytes: the power
+// of two at or above n up to 1 MiB, then n rounded up to bigFrameGrain.
+// Frames over 1<<maxFrameClass are not pooled and get exactly n.
+func frameCap(n int) int {
+	switch c := bits.Len(uint(max(n, 1) - 1)); {
+	case c <= bigFrameClass:
+		return 1 << c
+	case c <= maxFrameClass:
+		return (n + bigFrameGrain - 1) / bigFrameGrain * bigFrameGrain
+	default:
+		return n
+	}
+}
 
 // getFrame returns a buffer of n bytes with one holder.
 func getFrame(n int) *frameBuf {
-	c := bits.Len(uint(max(n, 1) - 1))
+	size := frameCap(n)
 	var f *frameBuf
-	if c <= maxFrameClass {
-		if c >= bigFrameClass {
-			f, _ = bigFrames.take(func(f *frameBuf) bool { return cap(f.b) == 1<<c })
-		} else {
-			f, _ = framePools[c].Get().(*frameBuf)
+	switch c := bits.Len(uint(size - 1)); {
+	case c > maxFrameClass:
+	case size > 1<<(bigFrameClass-1):
+		f, _ = bigFrames.take(func(f *frameBuf) bool { return cap(f.b) >= n && cap(f.b)-n < bigFrameSlack })
+		if f == nil && framesOffHeap {
+			if mem := mapFrame(size); mem != nil {
+				f = &frameBuf{b: mem[:0], mem: mem}
+				framesMapped.Add(1)
+			}
 		}
-		if f == nil {
-			f = &frameBuf{b: make([]byte, 0, 1<<c)}
-		}
-	} else {
-		f = &frameBuf{b: make([]byte, 0, n)}
+	default:
+		f, _ = framePools[c].Get().(*frameBuf)
+	}
+	if f == nil {
+		f = &frameBuf{b: make([]byte, 0, size)}
 	}
 	f.b = f.b[:n]
 	f.refs.Store(1)
@@ -337,13 +368,26 @@ func putFrame(f *frameBuf) {
 	}
 	f.budget.release(f.reserved)
 	f.budget, f.reserved = nil, 0
-	c := bits.Len(uint(cap(f.b) - 1))
-	switch {
-	case c > maxFrameClass || cap(f.b) != 1<<c:
-	case c >= bigFrameClass:
+	if f.mem != nil {
+		f.b = f.mem[:0]
+	}
+	switch n := cap(f.b); {
+	case n > 1<<maxFrameClass || n != frameCap(n):
+		// Not a size getFrame makes (a frame grown elsewhere): dropped.
+		dropFrame(f)
+	case n > 1<<(bigFrameClass-1):
 		bigFrames.put(f)
 	default:
-		framePools[c].Put(f)
+		framePools[bits.Len(uint(n-1))].Put(f)
+	}
+}
+
+// dropFrame lets a frame go: unmapped if it was mapped, else left to the
+// garbage collector. Nothing may hold it.
+func dropFrame(f *frameBuf) {
+	if f.mem != nil {
+		unmapFrame(f.mem)
+		f.mem, f.b = nil, nil
 	}
 }
 

@@ -1,6 +1,9 @@
 package proxy
 
-import "testing"
+import (
+	"runtime/debug"
+	"testing"
+)
 
 // TestSinglePortPartBodyPool: a pooled Fetch buffer comes back with the
 // asked length whether it is reused or not, and one over the pool's cap
@@ -45,12 +48,81 @@ func TestSinglePortPoolsBoundedByBytes(t *testing.T) {
 
 	var fs []*frameBuf
 	for range 10 {
-		fs = append(fs, getFrame(3<<20)) // 4 MiB class
+		fs = append(fs, getFrame(3<<20+1))
 	}
 	for _, f := range fs {
 		putFrame(f)
 	}
 	if _, held := bigFrames.held(); held > bigFramesLimit {
 		t.Fatalf("large frames kept: %d bytes, limit %d", held, bigFramesLimit)
+	}
+}
+
+// TestFrameSizes: request frames up to 1 MiB come in powers of two, larger
+// ones in bigFrameGrain steps (a 3 MiB Produce no longer takes 4 MiB), and
+// a free large frame is reused only for a request it fits without more
+// than bigFrameSlack to spare.
+func TestFrameSizes(t *testing.T) {
+	for _, c := range []struct{ n, cap int }{
+		{0, 1}, {1, 1}, {100, 128}, {64 << 10, 64 << 10}, {600 << 10, 1 << 20}, {1 << 20, 1 << 20},
+		{1<<20 + 1, 1<<20 + bigFrameGrain}, {3<<20 + 5000, 3<<20 + bigFrameGrain}, {16 << 20, 16 << 20},
+		{16<<20 + 1, 16<<20 + 1},
+	} {
+		f := getFrame(c.n)
+		if len(f.b) != c.n || cap(f.b) != c.cap {
+			t.Errorf("getFrame(%d): len %d cap %d, want cap %d", c.n, len(f.b), cap(f.b), c.cap)
+		}
+		putFrame(f)
+	}
+
+	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // no collection ages the list meanwhile (freelist.go)
+	for {                                            // start from an empty list
+		if _, ok := bigFrames.take(func(*frameBuf) bool { return true }); !ok {
+			break
+		}
+	}
+	big := getFrame(5 << 20)
+	putFrame(big)
+	if f := getFrame(2 << 20); f == big {
+		t.Errorf("a free 5 MiB frame served a 2 MiB request")
+	} else {
+		putFrame(f)
+	}
+	if f := getFrame(5<<20 - 100<<10); f != big {
+		t.Errorf("a free 5 MiB frame was not reused for a request of 4.9 MiB")
+	}
+}
+
+// TestMappedFrames: a large frame mapped outside the heap is whole and
+// writable, comes back for the next request of its size, and is unmapped
+// once the free list lets it go.
+func TestMappedFrames(t *testing.T) {
+	if !mapsFrames {
+		t.Skip("this platform maps no frames")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // the test ages the list itself
+	was := framesOffHeap
+	framesOffHeap = true
+	defer func() { framesOffHeap = was }()
+	bigFrames.age()
+	bigFrames.age() // empty: every frame was old at the second
+
+	f := getFrame(3<<20 + 1)
+	if f.mem == nil || cap(f.b) != 3<<20+bigFrameGrain || len(f.b) != 3<<20+1 {
+		t.Fatalf("frame: mapped %v, len %d, cap %d", f.mem != nil, len(f.b), cap(f.b))
+	}
+	for i := range f.b {
+		f.b[i] = byte(i)
+	}
+	putFrame(f)
+	g := getFrame(3 << 20)
+	if g != f || len(g.b) != 3<<20 || g.b[1<<20+7] != 7 {
+		t.Fatal("the mapped frame was not reused")
+	}
+	putFrame(g)
+	bigFrames.age()
+	bigFrames.age()
+	if n, _ := bigFrames.held(); n != 0 || f.mem != nil || f.b != nil {
+		t.Fatalf("after two idle collections: %d frames held, frame still mapped: %v", n, f.mem != nil)
 	}
 }

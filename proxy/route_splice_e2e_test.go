@@ -57,6 +57,23 @@ func TestSinglePortSplicedRecordsRoundTrip(t *testing.T) {
 			t.Error("no record set was larger than its pipe: the spill path was not tested")
 		}
 	})
+	t.Run("plaintext-frames-off-heap", func(t *testing.T) {
+		// Produce requests of several 1 MiB partitions are read whole
+		// into frames mapped outside the Go heap (frame_mem.go); the
+		// records read back are the records sent.
+		mapped, restore := proxy.FramesOffHeapForTest()
+		t.Cleanup(restore) // runs after the gateway's cleanup
+		before := mapped()
+		_, srv, scan := startSinglePort(t, topic, parts)
+		big := roundTrip{n: 100, maxValue: 256 << 10}
+		roundTripRecords(t, srv, topic, big, kgo.Dialer(scan.dial))
+		if !proxy.MapsFramesForTest {
+			t.Skip("this platform maps no frames: the heap path was tested")
+		}
+		if mapped() == before {
+			t.Error("no request frame was mapped: only the heap path was tested")
+		}
+	})
 	t.Run("plaintext-no-pipe-free", func(t *testing.T) {
 		give := proxy.HoldRecordPipesForTest()
 		defer give()

@@ -1,0 +1,20 @@
+package proxy
+
+import "sync/atomic"
+
+// Large request frames (over 512 KiB: the ones in bigFrames) are mapped
+// outside the Go heap where the platform allows (frame_mem_unix.go). They
+// already have an owner count and are released explicitly (frameBuf,
+// putFrame), so the collector has nothing to find; in its heap, a
+// single-port session's whole-request Produce frames (a little over
+// 3 MiB for kgo's three 1 MiB partitions) counted twice in the process's
+// peak memory, once live and once more in the heap goal (GOGC=100).
+//
+// A frame is unmapped only when the free list lets it go (over its byte
+// limit, or idle across two collections); until then it is reused, as a
+// heap frame was. Under the race detector frames stay in the heap so that
+// it still watches their bytes (race.go, norace.go).
+var framesOffHeap = mapsFrames && !raceEnabled
+
+// framesMapped counts the frames mapped so far (tests read it).
+var framesMapped atomic.Int64
