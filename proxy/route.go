@@ -32,8 +32,10 @@ type SinglePortOptions struct {
 }
 
 // tunnel is one single-port session's routing state.
-// Ownership: the read loop owns conns and calls route; reply callbacks
-// run on brokerConn reader goroutines.
+// Ownership: the read loop owns conns and calls route; it changes conns
+// under the session's connMu (adopt), which close, from any goroutine,
+// holds while it ranges over them. Reply callbacks run on brokerConn
+// reader goroutines.
 type tunnel struct {
 	s       *session
 	view    *clusterView
@@ -281,7 +283,9 @@ func (t *tunnel) conn(node int32) (*brokerConn, error) {
 	if c, ok := t.conns[node]; ok && !c.isFailed() {
 		return c, nil
 	} else if ok {
-		delete(t.conns, node)
+		if !t.s.adopt(func() { delete(t.conns, node) }) {
+			return nil, net.ErrClosed // close counted it
+		}
 		t.s.hooks.UpstreamConns(-1, node)
 	}
 	// A failure is the upstream's: a request that needs the broker and
@@ -299,9 +303,15 @@ func (t *tunnel) conn(node int32) (*brokerConn, error) {
 	if err != nil {
 		return nil, &requestError{reason: closeUpstreamError, err: err}
 	}
-	t.s.hooks.UpstreamConns(1, node)
 	bc := newBrokerConn(node, c, t.clientID)
-	t.conns[node] = bc
+	// Under the session's connMu, as close ranges over conns from
+	// whichever goroutine closes the session: a connection dialled after
+	// that is closed here, not left open.
+	if !t.s.adopt(func() { t.conns[node] = bc }) {
+		bc.close()
+		return nil, net.ErrClosed
+	}
+	t.s.hooks.UpstreamConns(1, node)
 	return bc, nil
 }
 

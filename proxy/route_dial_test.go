@@ -70,3 +70,38 @@ func TestSinglePortDialHold(t *testing.T) {
 		t.Fatalf("a successful dial left the hold: %v", err)
 	}
 }
+
+// TestSinglePortDialAfterClose: a broker connection whose dial ends
+// after the session closed (a shutdown, from another goroutine, while
+// the read loop dialled) is closed at once and not added to the
+// tunnel's connections, which close had already closed and counted.
+func TestSinglePortDialAfterClose(t *testing.T) {
+	peerClosed := make(chan struct{})
+	srv := &Server{nodes: newNodeRegistry(), opts: Options{
+		DialTimeout: time.Second,
+		Dial: func(context.Context, string, string) (net.Conn, error) {
+			c, peer := net.Pipe()
+			go func() {
+				peer.Read(make([]byte, 1)) // returns once c is closed
+				close(peerClosed)
+			}()
+			t.Cleanup(func() { peer.Close() })
+			return c, nil
+		},
+	}}
+	srv.nodes.set(1, "127.0.0.1:1")
+	s := &session{srv: srv, remote: "127.0.0.1:1", hooks: noHooks{}, closed: make(chan struct{})}
+	tun := &tunnel{s: s, conns: map[int32]*brokerConn{}}
+	close(s.closed) // what session.close does first, under connMu
+	if _, err := tun.conn(1); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("dial after close: %v, want net.ErrClosed", err)
+	}
+	if len(tun.conns) != 0 {
+		t.Fatalf("%d broker connections kept after close", len(tun.conns))
+	}
+	select {
+	case <-peerClosed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection dialled after the session closed was left open")
+	}
+}
