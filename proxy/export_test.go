@@ -64,3 +64,18 @@ func FramesOffHeapForTest() (mapped func() int64, restore func()) {
 
 // MapsFramesForTest: this platform can map frames outside the heap.
 const MapsFramesForTest = mapsFrames
+
+// MappedFramesOutForTest is how many frames mapped outside the heap are
+// neither unmapped nor free in the large-frame list: frames some holder
+// has not released.
+func MappedFramesOutForTest() int64 {
+	bigFrames.mu.Lock()
+	var free int64
+	for _, f := range bigFrames.free {
+		if f.mem != nil {
+			free++
+		}
+	}
+	bigFrames.mu.Unlock()
+	return framesMapped.Load() - framesUnmapped.Load() - free
+}

@@ -16,5 +16,7 @@ import "sync/atomic"
 // it still watches their bytes (race.go, norace.go).
 var framesOffHeap = mapsFrames && !raceEnabled
 
-// framesMapped counts the frames mapped so far (tests read it).
-var framesMapped atomic.Int64
+// framesMapped and framesUnmapped count the frames mapped and unmapped
+// so far (tests read them: a mapped frame never released is memory lost
+// for good, where a heap frame would have been collected).
+var framesMapped, framesUnmapped atomic.Int64

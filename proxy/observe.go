@@ -115,8 +115,7 @@ func (s *session) connRecord(event, reason string) {
 // finish accounts one request once its response is written (resp is the
 // response body when it was decoded or in memory, for a full record).
 func (s *session) finish(p *pending, bytesOut int, respBody []byte) {
-	o := &p.obs
-	defer putFrame(o.frame) // the decoded request aliases it until here
+	o := &p.obs // o.req aliases o.frame, which the write loop releases after this
 	latency := time.Since(o.start)
 	outcome := outcomeOK
 	switch {

@@ -387,6 +387,7 @@ func putFrame(f *frameBuf) {
 func dropFrame(f *frameBuf) {
 	if f.mem != nil {
 		unmapFrame(f.mem)
+		framesUnmapped.Add(1)
 		f.mem, f.b = nil, nil
 	}
 }

@@ -643,8 +643,9 @@ func (s *session) frameDeadline() time.Time {
 // instead of the gateway buffering without bound.
 //
 // An entry that carries a pooled request frame (obs.frame) holds its own
-// reference to it, taken here and dropped by finish once the request is
-// accounted (or by the session's close for entries never reached).
+// reference to it, taken here and dropped by the write loop once it
+// wrote the response or failed to (or by the session's close for entries
+// never reached).
 func (s *session) push(p pending) error {
 	p.obs.frame.hold()
 	pp := pendingPool.Get().(*pending)
@@ -797,6 +798,13 @@ func (s *session) writeLoop() error {
 		} else {
 			err = s.relayResponse(p)
 		}
+		// The entry's reference to its request frame (push), dropped
+		// here whether the response was written or not: finish, which
+		// reads the decoded request that aliases the frame, is done with
+		// it, and an error before finish must not leak it (a frame mapped
+		// outside the heap, frame_mem.go, has no collector to fall back
+		// on).
+		putFrame(p.obs.frame)
 		if err != nil {
 			return err
 		}
