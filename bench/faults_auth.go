@@ -451,8 +451,8 @@ func waitFor(ctx context.Context, bound time.Duration, cond func() bool) bool {
 	}
 }
 
-// dropAll closes every connection the upstream accepted and returns
-// when, and how many.
+// dropAll closes every connection the upstream accepted (those past
+// their TLS handshake, connTracker) and returns when, and how many.
 func (a *authRun) dropAll() (time.Time, int) {
 	n := a.conns.dropAll()
 	return time.Now(), n
@@ -775,9 +775,11 @@ func (t *connTracker) listen(network, addr string) (net.Listener, error) {
 }
 
 // tlsConfig is base for kfake's listeners, marking each connection's
-// handshake done in the server's VerifyConnection (called for every
-// handshake, after the server's last flight is written). base's own
-// VerifyConnection must be nil. Call before the listeners accept.
+// handshake done in the server's VerifyConnection, which runs for every
+// handshake: in TLS 1.3 (what the gateway negotiates) after the server's
+// last flight is written, in 1.2 just before its Finished, so a drop
+// there could still fail a 1.2 dial. base's own VerifyConnection and
+// GetConfigForClient must be nil. Call before the listeners accept.
 func (t *connTracker) tlsConfig(base *tls.Config) *tls.Config {
 	t.tls = true
 	cfg := base.Clone()

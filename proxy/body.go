@@ -193,7 +193,11 @@ func (b *byteBudget) release(n int64) {
 // pooled buffer that grows as bytes arrive, each growth reserved from the
 // shared budget first. The buffer's reservation goes back with it
 // (putFrame). The frame's deadline moves forward as chunks arrive.
-func (s *session) readBody(n int) (*frameBuf, error) {
+//
+// owned: the bytes will be handed over for good (ownedBody), so the
+// frame is a heap one (getFrameIn), never mapped outside the heap.
+func (s *session) readBody(n int, owned bool) (*frameBuf, error) {
+	mapped := framesOffHeap && !owned
 	var held int64 // what this frame reserved while being read
 	s.srv.budget.startRead()
 	defer func() { s.srv.budget.endRead(held) }()
@@ -202,7 +206,7 @@ func (s *session) readBody(n int) (*frameBuf, error) {
 		return nil, err
 	}
 	held += int64(start)
-	f := getFrame(start)
+	f := getFrameIn(start, mapped)
 	f.budget, f.reserved = s.srv.budget, int64(start)
 	f.b = f.b[:0]
 	for len(f.b) < n {
@@ -213,7 +217,7 @@ func (s *session) readBody(n int) (*frameBuf, error) {
 				return nil, err
 			}
 			held += int64(next) - f.reserved
-			g := getFrame(next)
+			g := getFrameIn(next, mapped)
 			g.b = append(g.b[:0], f.b...)
 			g.budget, g.reserved, f.reserved = f.budget, int64(next), 0 // the reservation moves
 			putFrame(f)
@@ -243,12 +247,13 @@ func (s *session) reserve(n int) error {
 }
 
 // ownedBody reads n bytes for a backend that keeps them (the built-in
-// broker owns every body but Produce's). The bytes leave the pool for
-// good; the reservation is held in s.heldBody until the backend has
+// broker owns every body but Produce's, and SASL keeps its tokens). The
+// bytes leave the pool for good, in the heap (never a mapped frame, which
+// nothing would unmap); the reservation is held in s.heldBody until the backend has
 // answered (handleLocal takes it over) or the read loop is done with the
 // request (releaseHeld).
 func (s *session) ownedBody(n int) ([]byte, error) {
-	f, err := s.readBody(n)
+	f, err := s.readBody(n, true)
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,8 @@ import (
 // buffers too large for a sync.Pool: a sync.Pool keeps one per P (and a
 // second generation across a GC), all of it live heap, where a list
 // bounded by bytes keeps a known amount. A put that would take the list
-// past limit drops the buffer for the garbage collector.
+// past limit drops the buffer (to drop, if set, else to the garbage
+// collector).
 //
 // Like a sync.Pool, the list lets go of what sits idle: a buffer put
 // before the last garbage collection and not taken since is dropped at
@@ -32,7 +33,8 @@ type freeList[T any] struct {
 	register sync.Once
 }
 
-// take removes and returns the most recently put buffer that fits.
+// take removes and returns a buffer that fits, searching from the end of
+// the list (recently put ones, mostly: removals swap).
 func (l *freeList[T]) take(fits func(T) bool) (T, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

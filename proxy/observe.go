@@ -61,7 +61,7 @@ type observed struct {
 	denied  bool
 	rule    string
 	fetched []fetchResult // a streamed Fetch response's partitions (full audit)
-	frame   *frameBuf     // a pooled request frame, released once accounted
+	frame   *frameBuf     // a pooled request frame, released by the write loop once the response is written or failed
 }
 
 // malformedCause maps a frame error to a metrics label.

@@ -254,14 +254,15 @@ func (s *session) readWhole(size int) ([]byte, error) {
 // readFrame is readWhole for a frame read only to be decoded (policy,
 // audit): in upstream mode the buffer comes from a pool and ref is set; it
 // is released once the request is accounted (its decoded form aliases the
-// buffer) and written. The built-in broker owns the frames it is handed,
-// so those are never pooled.
+// buffer) and written, or its write failed. The built-in broker owns the
+// frames it is handed, so those are read whole into the heap (readWhole,
+// ownedBody) and never go back to a pool.
 func (s *session) readFrame(size int) (frame []byte, ref *frameBuf, err error) {
 	if s.local != nil {
 		frame, err = s.readWhole(size)
 		return frame, nil, err
 	}
-	if ref, err = s.readBody(4 + size); err != nil { // body.go
+	if ref, err = s.readBody(4+size, false); err != nil { // body.go
 		return nil, nil, err
 	}
 	return ref.b, ref, nil
@@ -290,10 +291,11 @@ func (f *frameBuf) hold() {
 	}
 }
 
-// framePools hold request buffers by power-of-two size class, up to 16 MiB
-// (larger frames are allocated and left to the GC). Without them a policy
+// framePools hold request buffers by power-of-two size class up to
+// 512 KiB (larger ones are in bigFrames, below; over 1<<maxFrameClass,
+// 16 MiB, they are allocated and left to the GC). Without them a policy
 // with topic rules or a full audit allocated (and zeroed) every Produce.
-var framePools [maxFrameClass + 1]sync.Pool
+var framePools [bigFrameClass]sync.Pool
 
 const maxFrameClass = 24
 
@@ -336,14 +338,21 @@ func frameCap(n int) int {
 }
 
 // getFrame returns a buffer of n bytes with one holder.
-func getFrame(n int) *frameBuf {
+func getFrame(n int) *frameBuf { return getFrameIn(n, framesOffHeap) }
+
+// getFrameIn is getFrame with mapped false for a frame whose bytes are
+// handed over for good (ownedBody) and so must be in the heap: it is
+// neither mapped nor taken from the free list's mapped frames.
+func getFrameIn(n int, mapped bool) *frameBuf {
 	size := frameCap(n)
 	var f *frameBuf
 	switch c := bits.Len(uint(size - 1)); {
 	case c > maxFrameClass:
 	case size > 1<<(bigFrameClass-1):
-		f, _ = bigFrames.take(func(f *frameBuf) bool { return cap(f.b) >= n && cap(f.b)-n < bigFrameSlack })
-		if f == nil && framesOffHeap {
+		f, _ = bigFrames.take(func(f *frameBuf) bool {
+			return cap(f.b) >= n && cap(f.b)-n < bigFrameSlack && (mapped || f.mem == nil)
+		})
+		if f == nil && mapped {
 			if mem := mapFrame(size); mem != nil {
 				f = &frameBuf{b: mem[:0], mem: mem}
 				framesMapped.Add(1)

@@ -141,8 +141,11 @@ func (s *session) stageRoute(r *request) (bool, error) {
 		// read loop lets go of it, not once the answer is written, so
 		// Produces in flight upstream do not each pin one. A full audit
 		// describes the records from the decoded request after the
-		// answer, so it keeps the frame.
-		r.p.obs.frame = nil
+		// answer, so it keeps the frame. The decoded request aliases the
+		// frame, so it goes too: should the audit level turn full before
+		// the answer (a tap attached), finish must not describe records
+		// whose bytes are gone.
+		r.p.obs.frame, r.p.obs.req = nil, nil
 	}
 	if r.expectResponse {
 		rec := r.p.obs.rec // r is reused by the next frame: the reply must not read it
@@ -283,10 +286,9 @@ func (t *tunnel) conn(node int32) (*brokerConn, error) {
 	if c, ok := t.conns[node]; ok && !c.isFailed() {
 		return c, nil
 	} else if ok {
-		if !t.s.adopt(func() { delete(t.conns, node) }) {
-			return nil, net.ErrClosed // close counted it
+		if !t.s.adopt(func() { delete(t.conns, node); t.s.hooks.UpstreamConns(-1, node) }) {
+			return nil, errConnClosedHere // close counted it
 		}
-		t.s.hooks.UpstreamConns(-1, node)
 	}
 	// A failure is the upstream's: a request that needs the broker and
 	// cannot have it closes the session as upstream_error (reset before
@@ -307,11 +309,10 @@ func (t *tunnel) conn(node int32) (*brokerConn, error) {
 	// Under the session's connMu, as close ranges over conns from
 	// whichever goroutine closes the session: a connection dialled after
 	// that is closed here, not left open.
-	if !t.s.adopt(func() { t.conns[node] = bc }) {
+	if !t.s.adopt(func() { t.conns[node] = bc; t.s.hooks.UpstreamConns(1, node) }) {
 		bc.close()
-		return nil, net.ErrClosed
+		return nil, errConnClosedHere // not the broker's failure: nothing to invalidate
 	}
-	t.s.hooks.UpstreamConns(1, node)
 	return bc, nil
 }
 

@@ -113,7 +113,8 @@ func (t *tunnel) routeCoordinator(req kmsg.Request, rep reply) error {
 	}
 	node, err := t.coordinatorFor(k)
 	if err == nil {
-		if _, err = t.conn(node); err != nil { // the coordinator left the cluster: look it up again next time
+		if _, err = t.conn(node); err != nil && !errors.Is(err, errConnClosedHere) {
+			// the coordinator left the cluster: look it up again next time
 			t.view.invalidate(false, &k)
 		}
 	}

@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"bufio"
+	"net"
 	"runtime/debug"
 	"testing"
+	"time"
 )
 
 // TestSinglePortPartBodyPool: a pooled Fetch buffer comes back with the
@@ -124,5 +127,45 @@ func TestMappedFrames(t *testing.T) {
 	bigFrames.age()
 	if n, _ := bigFrames.held(); n != 0 || f.mem != nil || f.b != nil {
 		t.Fatalf("after two idle collections: %d frames held, frame still mapped: %v", n, f.mem != nil)
+	}
+}
+
+// TestOwnedBodyInHeap: a body handed over for good (ownedBody: the
+// built-in broker's requests, SASL tokens) is read into the heap even
+// where large frames are mapped, and does not take a mapped frame from
+// the free list: nothing would ever unmap it.
+func TestOwnedBodyInHeap(t *testing.T) {
+	if !mapsFrames {
+		t.Skip("this platform maps no frames")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // the list keeps its frame meanwhile
+	was := framesOffHeap
+	framesOffHeap = true
+	defer func() { framesOffHeap = was }()
+	bigFrames.age()
+	bigFrames.age() // empty
+	const n = 3 << 20
+	putFrame(getFrame(n)) // a mapped frame free for a body of n
+	mapped := framesMapped.Load()
+
+	c, peer := net.Pipe()
+	defer c.Close()
+	defer peer.Close()
+	go peer.Write(make([]byte, n))
+	srv := &Server{opts: Options{FrameTimeout: time.Minute}}
+	srv.budget = newByteBudget(64<<20, noHooks{})
+	s := &session{srv: srv, client: c, closed: make(chan struct{}), cr: bufio.NewReader(c)}
+	b, err := s.ownedBody(n)
+	if err != nil || len(b) != n {
+		t.Fatalf("ownedBody: %d bytes, %v", len(b), err)
+	}
+	s.releaseHeld()
+	if framesMapped.Load() != mapped {
+		t.Error("an owned body was mapped outside the heap")
+	}
+	if f, ok := bigFrames.take(func(f *frameBuf) bool { return f.mem != nil }); !ok {
+		t.Error("an owned body took the free mapped frame")
+	} else {
+		putFrame(f)
 	}
 }

@@ -738,7 +738,7 @@ func (s *session) handleLocal(h wire.RequestHeader, size int, expectResponse boo
 		if _, err := s.cr.Discard(4); err != nil {
 			return err
 		}
-		ref, err := s.readBody(size) // body.go: read as it arrives, within the budget
+		ref, err := s.readBody(size, false) // body.go: read as it arrives, within the budget
 		if err != nil {
 			return err
 		}
