@@ -241,6 +241,12 @@ func (t *tunnel) routeFetchSession(r *kmsg.FetchRequest, rep reply) (handled boo
 		rt := &r.Topics[i]
 		for _, rp := range rt.Partitions {
 			k := t.keyOf(r, rt.Topic, rt.TopicID, rp.Partition)
+			// Kept past this request, whose frame goes back to its pool
+			// (or is unmapped) once it is answered, and re-encoded into
+			// later upstream Fetches: kmsg leaves unknown tagged fields
+			// aliasing the frame, so they are not kept (a broker ignores
+			// tags it does not know anyway).
+			rp.UnknownTags = kmsg.Tags{}
 			if p, ok := fs.parts[k]; ok {
 				p.req = rp
 				continue

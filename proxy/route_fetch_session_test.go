@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -611,4 +612,53 @@ func TestSinglePortFetchSessionRules(t *testing.T) {
 		t.Errorf("sessionless fetch listed %d partitions, want 3", n)
 	}
 	scan.assertClean(t)
+}
+
+// TestSinglePortFetchSessionDropsUnknownTags: the partitions a client's
+// fetch session keeps are re-encoded into later upstream Fetches, after
+// the frame they were decoded from went back to its pool; kmsg leaves
+// unknown tagged fields aliasing that frame, so the session keeps none
+// and no upstream Fetch carries the client's (it carried another
+// request's bytes, or unmapped memory, before).
+func TestSinglePortFetchSessionDropsUnknownTags(t *testing.T) {
+	const topic, parts = "tags", 3
+	c, srv, scan := startSinglePort(t, topic, parts)
+	var fetches, tagged atomic.Int32
+	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		fetches.Add(1)
+		for _, rt := range req.(*kmsg.FetchRequest).Topics {
+			for _, rp := range rt.Partitions {
+				if rp.UnknownTags.Len() > 0 {
+					tagged.Add(1)
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	ctx := ctxT(t, 30*time.Second)
+	raw := newClient(t, srv, nil, kgo.Dialer(scan.dial))
+	_, id := topicID(t, ctx, raw, topic)
+	sid := int32(0)
+	for epoch := int32(0); epoch < 3; epoch++ {
+		r := sessionFetch(topic, id, parts, 10, sid, epoch, map[int32]int64{0: 0, 1: 0, 2: 0})
+		for i := range r.Topics[0].Partitions {
+			r.Topics[0].Partitions[i].UnknownTags.Set(99, []byte("client tag"))
+		}
+		kr, err := raw.Broker(testVirtual).Request(ctx, r)
+		if err != nil {
+			t.Fatalf("fetch epoch %d: %v", epoch, err)
+		}
+		resp := kr.(*kmsg.FetchResponse)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("fetch epoch %d: %v", epoch, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		sid = resp.SessionID
+	}
+	if fetches.Load() == 0 {
+		t.Fatal("no upstream Fetch seen")
+	}
+	if n := tagged.Load(); n != 0 {
+		t.Errorf("%d upstream Fetch partitions carried the client's unknown tags", n)
+	}
 }

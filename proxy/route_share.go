@@ -624,10 +624,14 @@ func (s *shareSession) shareFetchPart(r *kmsg.ShareFetchRequest, epoch int32, li
 	return &c
 }
 
-// closeShareFetch closes a stale upstream session (no partitions).
+// closeShareFetch closes a stale upstream session (no partitions). It may
+// be sent with the client's next request, after r's frame went back to
+// its pool: nothing in it aliases the frame (kmsg copies strings; unknown
+// tagged fields, which alias it, are dropped).
 func closeShareFetch(r *kmsg.ShareFetchRequest) *kmsg.ShareFetchRequest {
 	c := *r
 	c.ShareSessionEpoch, c.Topics, c.ForgottenTopicsData, c.MaxWaitMillis, c.IsRenewAck = -1, nil, nil, 0, false
+	c.UnknownTags = kmsg.Tags{}
 	return &c
 }
 

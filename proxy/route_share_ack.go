@@ -122,8 +122,8 @@ func (t *tunnel) mergeShareAck(r *kmsg.ShareAcknowledgeRequest, plan sharePlan, 
 	}
 	if out.ErrorCode != 0 {
 		t.warnShareReset(out.ErrorCode)
-		c := *r
-		c.ShareSessionEpoch, c.Topics, c.IsRenewAck = -1, nil, false
+		c := *r // sent later (closeShareFetch says why no tags)
+		c.ShareSessionEpoch, c.Topics, c.IsRenewAck, c.UnknownTags = -1, nil, false, kmsg.Tags{}
 		t.share.dropShare(plan, m, &c)
 	}
 	addShareAckUnacked(out, plan.unacked)
