@@ -68,7 +68,8 @@ policy:
 	}
 	// The write loop counts a request after its response has gone out, so
 	// the client can read the answer before the counter moves: poll.
-	wants := []string{`tollgate_requests_total{api="Produce"`, `tollgate_broker_log_end_offset{partition="0",topic="auto"} 1`}
+	wants := []string{`tollgate_requests_total{api="Produce"`, `tollgate_broker_log_end_offset{partition="0",topic="auto"} 1`,
+		"tollgate_request_frames_mapped_bytes ", "tollgate_single_port_record_pipes "} // the process-wide gauges are wired too
 	missing := wants
 	for deadline := time.Now().Add(10 * time.Second); len(missing) > 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		missing = missingMetrics(t, "http://"+g.admin.Addr().String()+"/metrics", wants)

@@ -24,3 +24,19 @@ func TestWatchRecordPipes(t *testing.T) {
 	piped.Store(9)
 	mustValue(t, scrape(t, base), 9, "tollgate_single_port_piped_record_sets_total")
 }
+
+// TestWatchRequestFrames: the large request frames' gauges read the
+// proxy's figures at each scrape.
+func TestWatchRequestFrames(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	var mapped atomic.Int64
+	m.WatchRequestFrames(func() (int64, int64) { return mapped.Load(), 3 << 20 })
+	base := startAdmin(t, reg, nil, nil)
+	mapped.Store(5 << 20)
+	fams := scrape(t, base)
+	mustValue(t, fams, 5<<20, "tollgate_request_frames_mapped_bytes")
+	mustValue(t, fams, 3<<20, "tollgate_request_frames_free_bytes")
+	mapped.Store(1 << 20)
+	mustValue(t, scrape(t, base), 1<<20, "tollgate_request_frames_mapped_bytes")
+}

@@ -18,5 +18,16 @@ var framesOffHeap = mapsFrames && !raceEnabled
 
 // framesMapped and framesUnmapped count the frames mapped and unmapped
 // so far (tests read them: a mapped frame never released is memory lost
-// for good, where a heap frame would have been collected).
-var framesMapped, framesUnmapped atomic.Int64
+// for good, where a heap frame would have been collected);
+// framesMappedBytes is what is mapped now.
+var framesMapped, framesUnmapped, framesMappedBytes atomic.Int64
+
+// RequestFrameStats reports the bytes of large request frames mapped
+// outside the heap now (in use or free), which Go's heap metrics do not
+// show, and the bytes of large frames (mapped or not) kept free for
+// reuse, for the metrics (tollgate_request_frames_mapped_bytes and
+// tollgate_request_frames_free_bytes).
+func RequestFrameStats() (mapped, free int64) {
+	_, b := bigFrames.held()
+	return framesMappedBytes.Load(), int64(b)
+}

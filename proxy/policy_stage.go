@@ -356,6 +356,7 @@ func getFrameIn(n int, mapped bool) *frameBuf {
 			if mem := mapFrame(size); mem != nil {
 				f = &frameBuf{b: mem[:0], mem: mem}
 				framesMapped.Add(1)
+				framesMappedBytes.Add(int64(len(mem)))
 			}
 		}
 	default:
@@ -397,6 +398,7 @@ func dropFrame(f *frameBuf) {
 	if f.mem != nil {
 		unmapFrame(f.mem)
 		framesUnmapped.Add(1)
+		framesMappedBytes.Add(-int64(len(f.mem)))
 		f.mem, f.b = nil, nil
 	}
 }

@@ -110,7 +110,11 @@ func TestMappedFrames(t *testing.T) {
 	bigFrames.age()
 	bigFrames.age() // empty: every frame was old at the second
 
+	mappedBefore, _ := RequestFrameStats()
 	f := getFrame(3<<20 + 1)
+	if m, _ := RequestFrameStats(); m != mappedBefore+3<<20+bigFrameGrain {
+		t.Errorf("mapped bytes %d after mapping a frame, want %d", m, mappedBefore+3<<20+bigFrameGrain)
+	}
 	if f.mem == nil || cap(f.b) != 3<<20+bigFrameGrain || len(f.b) != 3<<20+1 {
 		t.Fatalf("frame: mapped %v, len %d, cap %d", f.mem != nil, len(f.b), cap(f.b))
 	}
@@ -127,6 +131,9 @@ func TestMappedFrames(t *testing.T) {
 	bigFrames.age()
 	if n, _ := bigFrames.held(); n != 0 || f.mem != nil || f.b != nil {
 		t.Fatalf("after two idle collections: %d frames held, frame still mapped: %v", n, f.mem != nil)
+	}
+	if m, free := RequestFrameStats(); m != mappedBefore || free != 0 {
+		t.Errorf("after the frame was let go: %d bytes mapped (want %d), %d free (want 0)", m, mappedBefore, free)
 	}
 }
 
