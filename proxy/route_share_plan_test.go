@@ -795,3 +795,26 @@ func (w *writeRecorder) RemoteAddr() net.Addr             { return &net.TCPAddr{
 func (w *writeRecorder) SetDeadline(time.Time) error      { return nil }
 func (w *writeRecorder) SetReadDeadline(time.Time) error  { return nil }
 func (w *writeRecorder) SetWriteDeadline(time.Time) error { return nil }
+
+// TestCloseShareFetchKeepsNothingOfTheFrame: the close of a stale share
+// session is sent with the client's next request, after this request's
+// frame went back to its pool; kmsg leaves unknown tagged fields aliasing
+// that frame, so the close carries none (and no partitions), only the
+// copied group and member ids.
+func TestCloseShareFetchKeepsNothingOfTheFrame(t *testing.T) {
+	r := kmsg.NewPtrShareFetchRequest()
+	r.GroupID, r.MemberID = kmsg.StringPtr("g"), kmsg.StringPtr("m")
+	r.ShareSessionEpoch = 3
+	r.UnknownTags.Set(99, []byte("aliases the frame"))
+	r.Topics = append(r.Topics, kmsg.NewShareFetchRequestTopic())
+	c := closeShareFetch(r)
+	if c.UnknownTags.Len() != 0 || c.Topics != nil || c.ShareSessionEpoch != -1 {
+		t.Fatalf("close: %d unknown tags, %d topics, epoch %d; want none, none, -1", c.UnknownTags.Len(), len(c.Topics), c.ShareSessionEpoch)
+	}
+	if *c.GroupID != "g" || *c.MemberID != "m" {
+		t.Fatalf("close names group %q member %q", *c.GroupID, *c.MemberID)
+	}
+	if r.UnknownTags.Len() != 1 {
+		t.Fatal("closeShareFetch changed the client's request")
+	}
+}
