@@ -100,15 +100,7 @@ func TestFrameSizes(t *testing.T) {
 // writable, comes back for the next request of its size, and is unmapped
 // once the free list lets it go.
 func TestMappedFrames(t *testing.T) {
-	if !mapsFrames {
-		t.Skip("this platform maps no frames")
-	}
-	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // the test ages the list itself
-	was := framesOffHeap
-	framesOffHeap = true
-	defer func() { framesOffHeap = was }()
-	bigFrames.age()
-	bigFrames.age() // empty: every frame was old at the second
+	withMappedFrames(t)
 
 	mappedBefore, _ := RequestFrameStats()
 	f := getFrame(3<<20 + 1)
@@ -142,15 +134,7 @@ func TestMappedFrames(t *testing.T) {
 // where large frames are mapped, and does not take a mapped frame from
 // the free list: nothing would ever unmap it.
 func TestOwnedBodyInHeap(t *testing.T) {
-	if !mapsFrames {
-		t.Skip("this platform maps no frames")
-	}
-	defer debug.SetGCPercent(debug.SetGCPercent(-1)) // the list keeps its frame meanwhile
-	was := framesOffHeap
-	framesOffHeap = true
-	defer func() { framesOffHeap = was }()
-	bigFrames.age()
-	bigFrames.age() // empty
+	withMappedFrames(t)
 	const n = 3 << 20
 	putFrame(getFrame(n)) // a mapped frame free for a body of n
 	mapped := framesMapped.Load()
@@ -175,4 +159,21 @@ func TestOwnedBodyInHeap(t *testing.T) {
 	} else {
 		putFrame(f)
 	}
+}
+
+// withMappedFrames maps large frames for the rest of the test (even under
+// -race, where they are not by default), stops collections from ageing
+// the free list (the test ages it itself), and empties the list; all
+// undone when the test ends. It skips where frames cannot be mapped.
+func withMappedFrames(t *testing.T) {
+	t.Helper()
+	if !mapsFrames {
+		t.Skip("this platform maps no frames")
+	}
+	gc := debug.SetGCPercent(-1)
+	was := framesOffHeap
+	framesOffHeap = true
+	t.Cleanup(func() { framesOffHeap = was; debug.SetGCPercent(gc) })
+	bigFrames.age()
+	bigFrames.age() // empty: every frame was old at the second
 }
