@@ -5,7 +5,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // RecordPipeStats is what the single-port gateway's record pipes report
 // at scrape time (the proxy's pipe_records.go): pipes holding records
 // now, record sets moved through pipes, those of them that spilled past
-// a pipe into memory, and Fetch part answers read into memory on a
+// their pipes into memory, and Fetch part answers read into memory on a
 // plain TCP connection for want of a pipe.
 type RecordPipeStats func() (inUse int, piped, spilled, unpiped int64)
 
@@ -21,7 +21,7 @@ func (m *Metrics) WatchRecordPipes(s RecordPipeStats) {
 		Help: "Single-port Fetch record sets moved upstream socket to pipe to client socket."},
 		func() float64 { _, n, _, _ := s(); return float64(n) }))
 	registerOptional(m.reg, prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: "single_port_spilled_record_sets_total",
-		Help: "Piped record sets larger than a pipe takes (1 MiB): the rest went through memory."},
+		Help: "Piped record sets larger than their pipes took (up to four, 1 MiB each at most): the rest went through memory."},
 		func() float64 { _, _, n, _ := s(); return float64(n) }))
 	registerOptional(m.reg, prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: "single_port_unpiped_fetch_parts_total",
 		Help: "Single-port Fetch part answers, or large record sets in one, read into memory on plain TCP connections because no record pipe was free (or the Fetch version is below 12)."},

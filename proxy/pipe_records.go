@@ -26,20 +26,29 @@ import (
 // partitions per broker) was a fresh buffer, zeroed and collected, each
 // time. With pipes the single-port gateway's CPU per MB fell by a third
 // with one broker's 3 MiB parts, and its RSS by a quarter (README,
-// Performance). A record set the pipe will not
-// take whole continues in memory (tail); a part that finds no pipe free
-// (maxRecordPipes) is read into memory as before.
+// Performance). A record set one pipe will not take whole continues in
+// the next (up to maxPipesPerSet), then in memory (tail); a part that
+// finds no pipe free (maxRecordPipes) is read into memory as before.
 
 // pipeMin is the smallest record set moved through a pipe; smaller ones
 // are copied (a splice in and out costs more system calls than their
 // copy).
 const pipeMin = 32 << 10
 
-// recordPipeSize is the most of one record set put in a pipe (the rest
-// goes through memory), and the pipe capacity asked for with
-// F_SETPIPE_SZ: Linux's default fs.pipe-max-size, the most an
-// unprivileged process may ask, and kgo's default partition max.
+// recordPipeSize is the capacity asked for each pipe with F_SETPIPE_SZ:
+// Linux's default fs.pipe-max-size, the most an unprivileged process may
+// ask, and kgo's default partition max. A pipe holds that many bytes only
+// when the socket's bytes come in whole pages: it fills by slots (256 at
+// this size), one per piece of a received packet, so it may take far
+// less: in a single-port bench run over loopback one in six of kfake's
+// ~1 MB record sets filled its pipe at about 540 KB.
 const recordPipeSize = 1 << 20
+
+// maxPipesPerSet bounds the pipes one record set is moved through, one
+// after another as each fills; what is left goes through memory (tail).
+// Four take a record set of kgo's default partition max (1 MiB) whole
+// however it arrived, and leave most of maxRecordPipes to other answers.
+const maxPipesPerSet = 4
 
 // pipedFirstRead bounds each read of a piped part's frame into the
 // upstream reader's buffer, so that little of a record set is read into
@@ -71,19 +80,33 @@ type partBody struct {
 	piped []pipedRecords
 }
 
-// pipedRecords is one record set moved out of the frame: n bytes in p,
-// then tail (what p would not take) in memory.
+// pipedRecords is one record set moved out of the frame: its first
+// bytes in pipes, in order, then tail (what no pipe took) in memory.
 type pipedRecords struct {
-	at   int // the placeholder's offset in buf
-	p    *recordPipe
-	n    int
-	tail []byte
-	// sent: the n bytes were spliced to the client, so p is empty and
-	// can be reused.
+	at    int // the placeholder's offset in buf
+	pipes []pipedChunk
+	tail  []byte
+}
+
+// pipedChunk is n bytes of a record set in pipe p.
+type pipedChunk struct {
+	p *recordPipe
+	n int
+	// sent: the n bytes were spliced to the client (or read out), so p
+	// is empty and can be reused.
 	sent bool
 }
 
-func (r *pipedRecords) size() int { return r.n + len(r.tail) }
+func (r *pipedRecords) size() int { return r.piped() + len(r.tail) }
+
+// piped is how many of the set's bytes are in pipes.
+func (r *pipedRecords) piped() int {
+	n := 0
+	for _, c := range r.pipes {
+		n += c.n
+	}
+	return n
+}
 
 // pipedBytes is the record bytes b holds in pipes and their tails (the
 // decoded answer sees a one-byte placeholder for each set).
@@ -103,8 +126,9 @@ func (b *partBody) release() {
 		return
 	}
 	for i := range b.piped {
-		r := &b.piped[i]
-		putRecordPipe(r.p, r.sent || r.n == 0)
+		for _, c := range b.piped[i].pipes {
+			putRecordPipe(c.p, c.sent || c.n == 0)
+		}
 	}
 	putPartBody(b.buf)
 	b.buf, b.piped = nil, nil
@@ -117,7 +141,7 @@ type pipedPart struct {
 }
 
 // records moves a record set of n bytes (its length just copied into
-// f.out at f.recStart) into a pipe, or copies it when it is small or no
+// f.out at f.recStart) into pipes, or copies it when it is small or no
 // pipe is free.
 func (pp *pipedPart) records(f *fetchStream, n int) error {
 	if n < pipeMin {
@@ -128,36 +152,52 @@ func (pp *pipedPart) records(f *fetchStream, n int) error {
 		pipeStats.unpiped.Add(1)
 		return f.copy(n)
 	}
-	rec := pipedRecords{p: p}
+	rec := pipedRecords{}
 	// The placeholder: a records field of one byte.
 	f.out = append(f.out[:f.recStart], 2, 0)
 	rec.at = len(f.out) - 1
 	f.left -= n
-	want := min(n, recordPipeSize)
-	if b := min(f.ur.Buffered(), want); b > 0 {
-		head, _ := f.ur.Peek(b)
-		w := p.write(head)
-		f.ur.Discard(w)
-		rec.n += w
-	}
-	if rec.n < want && f.ur.Buffered() == 0 {
-		moved, err := p.fill(pp.raw, want-rec.n)
-		rec.n += moved
-		if err != nil {
-			pp.body.piped = append(pp.body.piped, rec) // released (and its pipe closed) with the body
-			return &backendError{err}
-		}
-	}
+	err := pp.fill(f, &rec, p, n)
+	pp.body.piped = append(pp.body.piped, rec) // its pipes are released with the body, even on error
+	return err
+}
+
+// fill moves the record set's n bytes into p and, as each pipe fills,
+// into the next free one (up to maxPipesPerSet), and reads what is left
+// into rec.tail.
+func (pp *pipedPart) fill(f *fetchStream, rec *pipedRecords, p *recordPipe, n int) error {
 	pipeStats.piped.Add(1)
-	if n -= rec.n; n > 0 { // past recordPipeSize, or the pipe is full
+	for p != nil {
+		c := pipedChunk{p: p}
+		want := min(n, recordPipeSize)
+		if b := min(f.ur.Buffered(), want); b > 0 {
+			head, _ := f.ur.Peek(b)
+			w := p.write(head)
+			f.ur.Discard(w)
+			c.n += w
+		}
+		if c.n < want && f.ur.Buffered() == 0 {
+			moved, err := p.fill(pp.raw, want-c.n)
+			c.n += moved
+			if err != nil {
+				rec.pipes = append(rec.pipes, c)
+				return &backendError{err}
+			}
+		}
+		rec.pipes = append(rec.pipes, c)
+		n -= c.n
+		if n == 0 || c.n == 0 || len(rec.pipes) == maxPipesPerSet {
+			break
+		}
+		p = getRecordPipe()
+	}
+	if n > 0 { // past the pipes, or none was free for the rest
 		pipeStats.spilled.Add(1)
 		rec.tail = make([]byte, n)
 		if _, err := io.ReadFull(f.ur, rec.tail); err != nil {
-			pp.body.piped = append(pp.body.piped, rec)
 			return &backendError{fmt.Errorf("read Fetch response: %w", truncated(err))}
 		}
 	}
-	pp.body.piped = append(pp.body.piped, rec)
 	return nil
 }
 
@@ -234,11 +274,14 @@ func (a *fetchAnswer) writePiped(s *session, bufs net.Buffers) error {
 			return err
 		}
 		bufs = bufs[:0]
-		s.pushWriteDeadline()
-		if err := pr.p.drainTo(raw, pr.n, s.pushWriteDeadline); err != nil {
-			return err
+		for i := range pr.pipes {
+			c := &pr.pipes[i]
+			s.pushWriteDeadline()
+			if err := c.p.drainTo(raw, c.n, s.pushWriteDeadline); err != nil {
+				return err
+			}
+			c.sent = true
 		}
-		pr.sent = true
 		if len(pr.tail) > 0 {
 			bufs = append(bufs, pr.tail)
 		}
@@ -273,11 +316,14 @@ func (a *fetchAnswer) copyPiped(w io.Writer) (int64, error) {
 			}
 			continue
 		}
-		if err := pr.p.readTo(w, pr.n); err != nil {
-			return n, err
+		for i := range pr.pipes {
+			c := &pr.pipes[i]
+			if err := c.p.readTo(w, c.n); err != nil {
+				return n, err
+			}
+			n += int64(c.n)
+			c.sent = true
 		}
-		n += int64(pr.n)
-		pr.sent = true
 		if err := write(pr.tail); err != nil {
 			return n, err
 		}

@@ -15,7 +15,8 @@ import (
 
 // pipedFrame is a Fetch v16 answer frame (size, correlation id, header,
 // body) whose record sets take every path of pipedPart.records: piped
-// whole, piped then spilled past recordPipeSize, copied (small), null.
+// whole in one pipe (0), across two (1), across maxPipesPerSet and the
+// rest in memory (4), copied (2, small), null (3).
 func pipedFrame(t *testing.T, corr int32) (frame []byte, recs map[int32][]byte) {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -26,12 +27,13 @@ func pipedFrame(t *testing.T, corr int32) (frame []byte, recs map[int32][]byte) 
 		}
 		return b
 	}
-	recs = map[int32][]byte{0: random(100 << 10), 1: random(recordPipeSize + 300<<10), 2: random(1 << 10), 3: nil}
+	recs = map[int32][]byte{0: random(100 << 10), 1: random(recordPipeSize + 300<<10), 2: random(1 << 10), 3: nil,
+		4: random(maxPipesPerSet*recordPipeSize + 200<<10)}
 	resp := kmsg.NewPtrFetchResponse()
 	resp.Version = 16
 	tp := kmsg.NewFetchResponseTopic()
 	tp.TopicID = [16]byte{1, 2, 3}
-	for p := int32(0); p < 4; p++ {
+	for p := int32(0); p < int32(len(recs)); p++ {
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.Partition, rp.HighWatermark, rp.RecordBatches = p, 1000+int64(p), recs[p]
 		tp.Partitions = append(tp.Partitions, rp)
@@ -92,11 +94,11 @@ func TestReadPipedFetch(t *testing.T) {
 	}
 	defer body.release()
 	piped := pipedLookup([]*partBody{body})
-	if piped == nil || len(body.piped) != 2 {
-		t.Fatalf("%d record sets piped, want 2", len(body.piped))
+	if piped == nil || len(body.piped) != 3 {
+		t.Fatalf("%d record sets piped, want 3", len(body.piped))
 	}
 	fr := resp.(*kmsg.FetchResponse)
-	if len(fr.Topics) != 1 || len(fr.Topics[0].Partitions) != 4 {
+	if len(fr.Topics) != 1 || len(fr.Topics[0].Partitions) != len(recs) {
 		t.Fatalf("decoded %+v", fr.Topics)
 	}
 	for _, p := range fr.Topics[0].Partitions {
@@ -114,39 +116,70 @@ func TestReadPipedFetch(t *testing.T) {
 		if len(want) < pipeMin {
 			t.Errorf("partition %d: %d record bytes piped, under pipeMin", p.Partition, len(want))
 		}
-		if pr.size() != len(want) || pr.n > recordPipeSize {
-			t.Errorf("partition %d: %d bytes piped + %d in memory, want %d, at most %d piped", p.Partition, pr.n, len(pr.tail), len(want), recordPipeSize)
+		if pr.size() != len(want) || len(pr.pipes) > maxPipesPerSet {
+			t.Errorf("partition %d: %d bytes in %d pipes + %d in memory, want %d in at most %d pipes", p.Partition, pr.piped(), len(pr.pipes), len(pr.tail), len(want), maxPipesPerSet)
 		}
-		got := make([]byte, pr.n)
-		for k := 0; k < pr.n; {
-			m, err := unix.Read(pr.p.r, got[k:])
-			if err != nil || m <= 0 {
-				t.Fatalf("partition %d: read pipe after %d bytes: %v", p.Partition, k, err)
+		// A set larger than a pipe continues in the next free one (the
+		// test's frame arrives in large segments, so each pipe fills to
+		// its capacity): only what maxPipesPerSet pipes cannot hold is
+		// in memory.
+		switch p.Partition {
+		case 1:
+			if len(pr.pipes) < 2 || len(pr.tail) != 0 {
+				t.Errorf("partition 1: %d pipes and %d bytes in memory, want the set whole in two or more pipes", len(pr.pipes), len(pr.tail))
 			}
-			k += m
+		case 4:
+			if len(pr.pipes) != maxPipesPerSet || len(pr.tail) < 200<<10 {
+				t.Errorf("partition 4: %d pipes and %d bytes in memory, want %d pipes and the rest in memory", len(pr.pipes), len(pr.tail), maxPipesPerSet)
+			}
 		}
-		pr.sent = true // drained: the pipe may be reused
-		if got = append(got, pr.tail...); !bytes.Equal(got, want) {
+		if got := drainPiped(t, pr); !bytes.Equal(got, want) {
 			t.Errorf("partition %d: piped records differ from those sent", p.Partition)
 		}
 	}
 }
 
+// drainPiped reads a piped record set out of its pipes and tail, marking
+// the pipes empty.
+func drainPiped(t *testing.T, pr *pipedRecords) []byte {
+	t.Helper()
+	var got []byte
+	for i := range pr.pipes {
+		c := &pr.pipes[i]
+		if c.n > recordPipeSize {
+			t.Errorf("%d bytes in one pipe, more than its %d", c.n, recordPipeSize)
+		}
+		b := make([]byte, c.n)
+		for k := 0; k < c.n; {
+			m, err := unix.Read(c.p.r, b[k:])
+			if err != nil || m <= 0 {
+				t.Fatalf("read pipe %d after %d of %d bytes: %v", i, k, c.n, err)
+			}
+			k += m
+		}
+		c.sent = true // drained: the pipe may be reused
+		got = append(got, b...)
+	}
+	return append(got, pr.tail...)
+}
+
 // TestReadPipedFetchBadFrames: a piped part that is cut short, or whose
 // size does not fit its fields, is an error, and leaves no pipe in use.
 func TestReadPipedFetchBadFrames(t *testing.T) {
-	frame, _ := pipedFrame(t, 1)
+	frame, recs := pipedFrame(t, 1)
+	second := bytes.Index(frame, recs[1][:64]) + recordPipeSize + 50_000 // in set 1's second pipe
 	short := bytes.Clone(frame)
 	binary.BigEndian.PutUint32(short, uint32(len(frame)-4-200_000)) // the size ends mid-records
 	long := bytes.Clone(frame)
 	binary.BigEndian.PutUint32(long, uint32(len(frame)-4+10)) // fields end before the size
 	cases := map[string][]byte{
-		"cut in the fields":            frame[:40],
-		"cut in the first piped set":   frame[:60_000],
-		"cut in the set past the pipe": frame[:len(frame)-1000],
-		"cut in the tail":              frame[:len(frame)-2],
-		"size ends mid-records":        short,
-		"size past the fields":         long,
+		"cut in the fields":             frame[:40],
+		"cut in the first piped set":    frame[:60_000],
+		"cut in a set's second pipe":    frame[:second],
+		"cut in the set past the pipes": frame[:len(frame)-1000],
+		"cut in the tail":               frame[:len(frame)-2],
+		"size ends mid-records":         short,
+		"size past the fields":          long,
 	}
 	for name, f := range cases {
 		t.Run(name, func(t *testing.T) {
