@@ -24,6 +24,14 @@ type ChildStats struct {
 	AuditDropped float64 `json:"audit_dropped"`
 	// PolicyRules is how many rules the compiled policy holds.
 	PolicyRules int `json:"policy_rules"`
+	// Single-port Fetch record sets moved through pipes, those of them
+	// that continued through memory past their pipes, and part answers
+	// read into memory for want of a pipe (the
+	// tollgate_single_port_*_total counters): how much of what crossed
+	// went through the gateway's memory.
+	PipedSets    float64 `json:"piped_record_sets,omitempty"`
+	SpilledSets  float64 `json:"spilled_record_sets,omitempty"`
+	UnpipedParts float64 `json:"unpiped_fetch_parts,omitempty"`
 }
 
 // configured is a gateway assembled from a configuration file by package
@@ -118,6 +126,12 @@ func (g *configured) stop() *ChildStats {
 			dst = &st.AuditWritten
 		case "audit_records_dropped_total":
 			dst = &st.AuditDropped
+		case "single_port_piped_record_sets_total":
+			dst = &st.PipedSets
+		case "single_port_spilled_record_sets_total":
+			dst = &st.SpilledSets
+		case "single_port_unpiped_fetch_parts_total":
+			dst = &st.UnpipedParts
 		default:
 			continue
 		}

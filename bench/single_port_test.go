@@ -46,4 +46,17 @@ func TestSinglePortSuiteSmoke(t *testing.T) {
 	if want := len(rep.Workloads); len(rep.Ratios) != want {
 		t.Errorf("%d ratios, want %d", len(rep.Ratios), want)
 	}
+	// The single-port gateway's consume answers move their record sets
+	// through pipes (kgo's sets are far over pipeMin); port-per-broker
+	// has none.
+	for _, v := range rep.Variants {
+		switch s := v.Stats; {
+		case s == nil || !s.Metrics:
+			t.Errorf("%s: no counters (%+v)", v.Name, s)
+		case v.Name == "single-port" && s.PipedSets <= 0:
+			t.Errorf("single-port: no record set piped (%+v)", s)
+		case v.Name != "single-port" && s.PipedSets+s.UnpipedParts != 0:
+			t.Errorf("%s: single-port pipe counters moved (%+v)", v.Name, s)
+		}
+	}
 }

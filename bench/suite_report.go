@@ -257,6 +257,9 @@ func (r *SuiteReport) WriteTable(w io.Writer) error {
 			if v.Audit != "off" {
 				facts = append(facts, fmt.Sprintf("audit records written %.0f, dropped %.0f", s.AuditWritten, s.AuditDropped))
 			}
+			if s.PipedSets+s.UnpipedParts > 0 {
+				facts = append(facts, fmt.Sprintf("record sets piped %.0f (%.0f spilled to memory), parts unpiped %.0f", s.PipedSets, s.SpilledSets, s.UnpipedParts))
+			}
 		}
 		if v.PeakRSSBytes > 0 {
 			facts = append(facts, fmt.Sprintf("peak RSS %.1f MiB", mib(v.PeakRSSBytes)))
