@@ -21,7 +21,7 @@ func (m *Metrics) WatchRecordPipes(s RecordPipeStats) {
 		Help: "Single-port Fetch record sets moved upstream socket to pipe to client socket."},
 		func() float64 { _, n, _, _ := s(); return float64(n) }))
 	registerOptional(m.reg, prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: "single_port_spilled_record_sets_total",
-		Help: "Piped record sets larger than their pipes took (up to four, 1 MiB each at most): the rest went through memory."},
+		Help: "Piped record sets larger than their pipes took (up to four of at most 1 MiB each, fewer when no more were free): the rest went through memory."},
 		func() float64 { _, _, n, _ := s(); return float64(n) }))
 	registerOptional(m.reg, prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: "single_port_unpiped_fetch_parts_total",
 		Help: "Single-port Fetch part answers, or large record sets in one, read into memory on plain TCP connections because no record pipe was free (or the Fetch version is below 12)."},

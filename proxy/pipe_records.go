@@ -46,8 +46,9 @@ const recordPipeSize = 1 << 20
 
 // maxPipesPerSet bounds the pipes one record set is moved through, one
 // after another as each fills; what is left goes through memory (tail).
-// Four take a record set of kgo's default partition max (1 MiB) whole
-// however it arrived, and leave most of maxRecordPipes to other answers.
+// Four hold a record set of kgo's default partition max (1 MiB) unless
+// it arrived in pieces averaging under 1 KiB, and leave most of
+// maxRecordPipes to other answers.
 const maxPipesPerSet = 4
 
 // pipedFirstRead bounds each read of a piped part's frame into the
@@ -274,13 +275,13 @@ func (a *fetchAnswer) writePiped(s *session, bufs net.Buffers) error {
 			return err
 		}
 		bufs = bufs[:0]
-		for i := range pr.pipes {
-			c := &pr.pipes[i]
+		for j := range pr.pipes {
+			chunk := &pr.pipes[j]
 			s.pushWriteDeadline()
-			if err := c.p.drainTo(raw, c.n, s.pushWriteDeadline); err != nil {
+			if err := chunk.p.drainTo(raw, chunk.n, s.pushWriteDeadline); err != nil {
 				return err
 			}
-			c.sent = true
+			chunk.sent = true
 		}
 		if len(pr.tail) > 0 {
 			bufs = append(bufs, pr.tail)
@@ -316,13 +317,13 @@ func (a *fetchAnswer) copyPiped(w io.Writer) (int64, error) {
 			}
 			continue
 		}
-		for i := range pr.pipes {
-			c := &pr.pipes[i]
-			if err := c.p.readTo(w, c.n); err != nil {
+		for j := range pr.pipes {
+			chunk := &pr.pipes[j]
+			if err := chunk.p.readTo(w, chunk.n); err != nil {
 				return n, err
 			}
-			n += int64(c.n)
-			c.sent = true
+			n += int64(chunk.n)
+			chunk.sent = true
 		}
 		if err := write(pr.tail); err != nil {
 			return n, err

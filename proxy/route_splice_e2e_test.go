@@ -27,7 +27,7 @@ import (
 // record sets of the answers travel upstream socket -> pipe -> client
 // socket (pipe_records.go): the test fails if none did, or if a pipe is
 // still in use once the clients are gone. The other cases take the
-// other paths: record sets larger than a pipe (the rest in memory), no
+// other paths: record sets larger than their pipes (the rest in memory), no
 // pipe free (parts read into memory), clients that drop their
 // connection mid-answer (the pipes closed, not reused). With TLS on both
 // sides the Produce parts are copied (one TLS record per write), the
@@ -46,15 +46,16 @@ func TestSinglePortSplicedRecordsRoundTrip(t *testing.T) {
 			t.Error("no record set went through a pipe: only the memory path was tested")
 		}
 	})
-	t.Run("plaintext-larger-than-a-pipe", func(t *testing.T) {
+	t.Run("plaintext-larger-than-its-pipes", func(t *testing.T) {
 		_, spilled, _ := proxy.PipeStatsForTest()
 		pipesReleasedAtEnd(t)
 		_, srv, scan := startSinglePort(t, topic, parts)
-		// ~4 MiB a partition, all of it in one answer's record set.
-		big := roundTrip{n: 200, maxValue: 256 << 10, consume: []kgo.Opt{kgo.FetchMaxPartitionBytes(32 << 20), kgo.FetchMaxBytes(64 << 20)}}
+		// ~8.5 MiB a partition, all of it in one answer's record set:
+		// more than the four pipes a set may take (4 MiB at most).
+		big := roundTrip{n: 400, maxValue: 256 << 10, consume: []kgo.Opt{kgo.FetchMaxPartitionBytes(32 << 20), kgo.FetchMaxBytes(64 << 20)}}
 		roundTripRecords(t, srv, topic, big, kgo.Dialer(scan.dial))
 		if _, now, _ := proxy.PipeStatsForTest(); now == spilled {
-			t.Error("no record set was larger than its pipe: the spill path was not tested")
+			t.Error("no record set was larger than its pipes: the spill path was not tested")
 		}
 	})
 	t.Run("plaintext-frames-off-heap", func(t *testing.T) {
