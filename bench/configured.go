@@ -115,27 +115,20 @@ func (g *configured) stop() *ChildStats {
 	if err != nil {
 		g.log.Warn("gather metrics", "err", err)
 	}
+	// Each counter the report carries, by its name without the namespace.
+	into := map[string]*float64{
+		"requests_total":                        &st.Requests,
+		"policy_denials_total":                  &st.Denials,
+		"audit_records_written_total":           &st.AuditWritten,
+		"audit_records_dropped_total":           &st.AuditDropped,
+		"single_port_piped_record_sets_total":   &st.PipedSets,
+		"single_port_spilled_record_sets_total": &st.SpilledSets,
+		"single_port_unpiped_fetch_parts_total": &st.UnpipedParts,
+	}
 	for _, mf := range mfs {
-		var dst *float64
-		switch strings.TrimPrefix(mf.GetName(), "tollgate_") {
-		case "requests_total":
-			dst = &st.Requests
-		case "policy_denials_total":
-			dst = &st.Denials
-		case "audit_records_written_total":
-			dst = &st.AuditWritten
-		case "audit_records_dropped_total":
-			dst = &st.AuditDropped
-		case "single_port_piped_record_sets_total":
-			dst = &st.PipedSets
-		case "single_port_spilled_record_sets_total":
-			dst = &st.SpilledSets
-		case "single_port_unpiped_fetch_parts_total":
-			dst = &st.UnpipedParts
-		default:
-			continue
+		if dst, ok := into[strings.TrimPrefix(mf.GetName(), "tollgate_")]; ok {
+			*dst = sumCounters(mf.GetMetric())
 		}
-		*dst = sumCounters(mf.GetMetric())
 	}
 	return st
 }
