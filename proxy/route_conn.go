@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -60,6 +61,9 @@ type brokerConn struct {
 	// (Fetch records are spliced from it into pipes), else nil.
 	raw syscall.RawConn
 	upr upReader // what the reader's buffer reads: conn, each read bounded while upr.max > 0
+	// waitFn and waited: the reader's wait for readability (awaitAnswer).
+	waitFn func(fd uintptr) bool
+	waited bool
 
 	closeOnce sync.Once
 	failed    chan struct{}
@@ -144,10 +148,8 @@ func (b *brokerConn) readLoop() {
 	r := bufio.NewReaderSize(&b.upr, 64<<10)
 	var corr int32
 	for {
-		var call *partCall
-		select {
-		case call = <-b.waiting:
-		case <-b.failed:
+		call, ok := b.nextCall(r)
+		if !ok {
 			b.drainFailed()
 			return
 		}
@@ -164,6 +166,61 @@ func (b *brokerConn) readLoop() {
 		}
 		call.done()
 	}
+}
+
+// nextCall takes the next queued call; ok is false once the connection
+// failed. With none queued, the reader waits for the broker's next bytes
+// (awaitAnswer) before it waits on the queue: send queues a call before
+// it writes the request, so by the time the answer arrives the call is
+// there and queuing it woke nobody. Waking this goroutine through the
+// queue for every part, only for it to wait on the socket at once, cost
+// a futex wake and a spinning thread per part (the session's write loop
+// waits the same way, session.go nextPending).
+func (b *brokerConn) nextCall(r *bufio.Reader) (*partCall, bool) {
+	select {
+	case call := <-b.waiting:
+		return call, true
+	case <-b.failed:
+		return nil, false
+	default:
+	}
+	if h := answerWaitHook.Load(); h != nil {
+		(*h)() // tests: widen the gap between the queue check and the wait
+	}
+	b.awaitAnswer(r)
+	select {
+	case call := <-b.waiting:
+		return call, true
+	case <-b.failed:
+		return nil, false
+	}
+}
+
+// answerWaitHook, when set (tests), runs between nextCall's empty queue
+// and its wait on the socket.
+var answerWaitHook atomic.Pointer[func()]
+
+// awaitAnswer waits until the broker's socket is readable (an answer,
+// its end, or an error) or the connection is closed. It returns at once
+// where it cannot wait so (TLS, not Linux, bytes already buffered); a
+// return with nothing queued costs only the wait on the queue that
+// follows, which is what every call had before. The first call of
+// waitFn looks for bytes already there (the poller reports readiness
+// once, edge-triggered, and RawConn.Read forgets what it saw before
+// the call); the second, after the wait, ends it.
+func (b *brokerConn) awaitAnswer(r *bufio.Reader) {
+	if b.raw == nil || r.Buffered() > 0 {
+		return
+	}
+	if b.waitFn == nil {
+		b.waitFn = func(fd uintptr) bool {
+			done := b.waited
+			b.waited = true
+			return done || pendingInput(fd)
+		}
+	}
+	b.waited = false
+	_ = b.raw.Read(b.waitFn) // an error (closed) shows in b.failed or the read that follows
 }
 
 func (b *brokerConn) drainFailed() {
