@@ -89,6 +89,11 @@ type Listener struct {
 	// VirtualNode is the node id a "brokers: single-port" listener
 	// presents the whole cluster as (default 0; see single_port.go).
 	VirtualNode *int `yaml:"virtual_node,omitempty"`
+	// FetchAhead makes a "brokers: single-port" listener ask each broker
+	// for the records a consumer will ask next as soon as an answer is
+	// sent, not when the consumer's next Fetch arrives (default true; see
+	// the proxy's route_fetch_ahead.go).
+	FetchAhead *bool `yaml:"fetch_ahead,omitempty"`
 }
 
 // Upstream is the Kafka cluster the gateway forwards to.

@@ -32,7 +32,7 @@
 //	  - name: default           # first listener defaults to "default", others required; unique; [A-Za-z0-9._-], max 64
 //	    listen: 127.0.0.1:9092  # bootstrap bind host:port; port 0 = kernel-chosen; empty host/0.0.0.0/:: = all interfaces
 //	    advertise: ""           # host or host:port clients are told; default below
-//	    brokers: port-per-broker  # or "sni" (edge.go) or "single-port" (single_port.go; virtual_node: the id clients see, default 0)
+//	    brokers: port-per-broker  # or "sni" (edge.go) or "single-port" (single_port.go; virtual_node: the id clients see, default 0; fetch_ahead: ask brokers for a consumer's next records early, default true)
 //	    broker_port_base: ~     # upstream node N is served at base+N (unused by the built-in broker, served at listen); default listen port + 1; 0 = kernel-chosen
 //	    tls: ~                  # client-facing TLS: {cert, key, client_ca, min_version, ciphers, principal_from, principal_mapping_rules}; see security.go
 //	    sasl: ~                 # SASL termination: {mechanisms, users_file, oauthbearer, max_reauth}; see security.go

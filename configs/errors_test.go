@@ -41,6 +41,7 @@ func TestParseErrors(t *testing.T) {
 		{"brokers single-port passthrough", "listeners:\n  - brokers: single-port\nupstream:\n  bootstrap: k:9092\n  sasl: passthrough\n", "2:14", "listeners[0].brokers", `cannot relay the client's SASL exchange`},
 		{"brokers single-port negative node", "listeners:\n  - brokers: single-port\n    virtual_node: -2\nupstream:\n  bootstrap: k:9092\n", "3:19", "listeners[0].virtual_node", `must be 0 or more`},
 		{"brokers single-port port base", "listeners:\n  - brokers: single-port\n    broker_port_base: 9200\nupstream:\n  bootstrap: k:9092\n", "3:23", "listeners[0].broker_port_base", `remove broker_port_base`},
+		{"fetch_ahead on port-per-broker", "listeners:\n  - brokers: port-per-broker\n    fetch_ahead: false\nupstream:\n  bootstrap: k:9092\n", "3:18", "listeners[0].fetch_ahead", `only brokers: single-port fetches ahead`},
 		{"brokers unknown", "listeners:\n  - brokers: many\n", "2:14", "listeners[0].brokers", `"many" is not a broker addressing mode`},
 		{"base range", "listeners:\n  - broker_port_base: 70000\n", "2:23", "listeners[0].broker_port_base", "70000 is out of range 0-65535"},
 		{"base negative", "listeners:\n  - broker_port_base: -1\n", "2:23", "listeners[0].broker_port_base", "-1 is out of range"},

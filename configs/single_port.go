@@ -24,6 +24,11 @@ func (v *validator) listenerSinglePort(p string, l *Listener) {
 	}
 }
 
+// FetchesAhead reports whether a single-port listener fetches ahead.
+func (l *Listener) FetchesAhead() bool {
+	return l.FetchAhead == nil || *l.FetchAhead
+}
+
 // VirtualNodeID returns the node id a single-port listener presents.
 func (l *Listener) VirtualNodeID() int32 {
 	if l.VirtualNode == nil {

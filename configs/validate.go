@@ -156,6 +156,9 @@ func (v *validator) listeners() {
 		default:
 			v.errf(p+".brokers", l.Brokers, "%q is not a broker addressing mode: want %q, %q or %q", l.Brokers, BrokersPortPerBroker, BrokersSNI, BrokersSinglePort)
 		}
+		if l.FetchAhead != nil && l.Brokers != BrokersSinglePort {
+			v.errf(p+".fetch_ahead", *l.FetchAhead, "fetch_ahead is set but brokers is %q: only brokers: %s fetches ahead (a port per broker forwards each consumer's own Fetches)", l.Brokers, BrokersSinglePort)
+		}
 		if b := l.BrokerPortBase; b != nil {
 			if *b < 0 || *b > 65535 {
 				v.errf(p+".broker_port_base", b, "%d is out of range 0-65535 (0 lets the kernel choose each broker's port)", *b)

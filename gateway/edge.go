@@ -23,7 +23,7 @@ func edgeOptions(cfg *configs.Config, opts *proxy.Options, log *slog.Logger) err
 				NoSNIBootstrap: l.SNI.BootstrapOnNoSNI()}
 		}
 		if l.Brokers == configs.BrokersSinglePort && i < len(opts.Listeners) {
-			opts.Listeners[i].SinglePort = &proxy.SinglePortOptions{VirtualNode: l.VirtualNodeID()}
+			opts.Listeners[i].SinglePort = &proxy.SinglePortOptions{VirtualNode: l.VirtualNodeID(), NoFetchAhead: !l.FetchesAhead()}
 		}
 	}
 	if u := cfg.Upstream; cfg.UpstreamMode() && u.Proxy != "" {

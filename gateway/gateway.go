@@ -90,6 +90,7 @@ func Open(plan *Plan, log *slog.Logger, opts ...Option) (*Gateway, error) {
 	g.plan.Store(plan)
 	g.Metrics = metrics.New(g.Registry)
 	g.Metrics.WatchRecordPipes(proxy.RecordPipeStats)
+	g.Metrics.WatchFetchAhead(proxy.FetchAheadStats)
 	g.Metrics.WatchRequestFrames(proxy.RequestFrameStats)
 	aopts := []audit.Option{audit.WithLogger(log)}
 	var kafkaSink *audit.KafkaSink

@@ -27,3 +27,24 @@ func (m *Metrics) WatchRecordPipes(s RecordPipeStats) {
 		Help: "Single-port Fetch part answers, or large record sets in one, read into memory on plain TCP connections because no record pipe was free (or the Fetch version is below 12)."},
 		func() float64 { _, _, _, n := s(); return float64(n) }))
 }
+
+// FetchAheadStats is what the single-port gateway's fetch-aheads report
+// at scrape time (the proxy's route_fetch_ahead.go): sent, used by the
+// client's next Fetch, and dropped because that Fetch asked otherwise.
+type FetchAheadStats func() (sent, used, missed int64)
+
+// WatchFetchAhead exports s, read at every scrape. Call it once.
+func (m *Metrics) WatchFetchAhead(s FetchAheadStats) {
+	if m == nil || s == nil {
+		return
+	}
+	registerOptional(m.reg, prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: "single_port_fetch_ahead_sent_total",
+		Help: "Single-port Fetches sent to a broker ahead of the client's next Fetch, asking what it was predicted to."},
+		func() float64 { n, _, _ := s(); return float64(n) }))
+	registerOptional(m.reg, prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: "single_port_fetch_ahead_used_total",
+		Help: "Fetch-aheads whose answer served the client's next Fetch (it asked what was predicted)."},
+		func() float64 { _, n, _ := s(); return float64(n) }))
+	registerOptional(m.reg, prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: namespace, Name: "single_port_fetch_ahead_missed_total",
+		Help: "Fetch-aheads dropped because the client's next Fetch asked otherwise (a seek, a paused or forgotten partition): that broker's session starts again with a full request."},
+		func() float64 { _, _, n := s(); return float64(n) }))
+}

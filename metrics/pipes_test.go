@@ -40,3 +40,19 @@ func TestWatchRequestFrames(t *testing.T) {
 	mapped.Store(1 << 20)
 	mustValue(t, scrape(t, base), 1<<20, "tollgate_request_frames_mapped_bytes")
 }
+
+// TestWatchFetchAhead: the fetch-ahead counters are read at each scrape.
+func TestWatchFetchAhead(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	var used atomic.Int64
+	m.WatchFetchAhead(func() (int64, int64, int64) { return 10, used.Load(), 2 })
+	base := startAdmin(t, reg, nil, nil)
+	used.Store(7)
+	fams := scrape(t, base)
+	mustValue(t, fams, 10, "tollgate_single_port_fetch_ahead_sent_total")
+	mustValue(t, fams, 7, "tollgate_single_port_fetch_ahead_used_total")
+	mustValue(t, fams, 2, "tollgate_single_port_fetch_ahead_missed_total")
+	used.Store(8)
+	mustValue(t, scrape(t, base), 8, "tollgate_single_port_fetch_ahead_used_total")
+}

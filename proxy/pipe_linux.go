@@ -122,12 +122,42 @@ func (p *recordPipe) write(b []byte) int {
 
 // fill moves up to n bytes from the socket c into the pipe. It stops
 // early, without error, when the pipe is full (the socket has bytes the
-// pipe would not take); the caller reads the rest into memory.
-func (p *recordPipe) fill(c syscall.RawConn, n int) (moved int, err error) {
+// pipe would not take); the caller reads the rest into memory. w, when
+// set, follows the batch headers: each splice stops at the next header,
+// which is peeked at first (batch_walk.go).
+func (p *recordPipe) fill(c syscall.RawConn, n int, w *batchWalk) (moved int, err error) {
 	var serr error
+	var head [batchHeadLen]byte
 	rerr := c.Read(func(fd uintptr) bool {
 		for moved < n {
-			k, err := unix.Splice(int(fd), nil, p.w, nil, n-moved, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
+			want := n - moved
+			if w != nil {
+				if s := w.spliceable(); s > 0 {
+					want = min(want, s)
+				} else {
+					need := w.at + batchHeadLen - w.pos
+					k, _, perr := unix.Recvfrom(int(fd), head[:need], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+					switch {
+					case perr == unix.EINTR:
+						continue
+					case perr == unix.EAGAIN:
+						return false
+					case perr != nil:
+						serr = perr
+						return true
+					case k == 0:
+						serr = io.ErrUnexpectedEOF
+						return true
+					case k < need:
+						// The header's other bytes are on their way (they are
+						// within the set): wait for them, no splice of a few.
+						return false
+					}
+					w.peeked(head[:k])
+					continue
+				}
+			}
+			k, err := unix.Splice(int(fd), nil, p.w, nil, want, unix.SPLICE_F_MOVE|unix.SPLICE_F_NONBLOCK)
 			switch {
 			case err == unix.EINTR:
 				continue
@@ -153,6 +183,9 @@ func (p *recordPipe) fill(c syscall.RawConn, n int) (moved int, err error) {
 				return true
 			}
 			moved += int(k)
+			if w != nil {
+				w.skip(int(k))
+			}
 		}
 		return true
 	})

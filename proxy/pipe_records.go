@@ -87,6 +87,9 @@ type pipedRecords struct {
 	at    int // the placeholder's offset in buf
 	pipes []pipedChunk
 	tail  []byte
+	// next is what a consumer asks after this set, when the part was
+	// read for a fetch-ahead (pipedPart.walk; batch_walk.go).
+	next batchNext
 }
 
 // pipedChunk is n bytes of a record set in pipe p.
@@ -139,6 +142,8 @@ func (b *partBody) release() {
 type pipedPart struct {
 	raw  syscall.RawConn // the upstream socket
 	body *partBody
+	// walk: follow each piped set's batch headers (route_fetch_ahead.go).
+	walk bool
 }
 
 // records moves a record set of n bytes (its length just copied into
@@ -168,17 +173,26 @@ func (pp *pipedPart) records(f *fetchStream, n int) error {
 // into rec.tail.
 func (pp *pipedPart) fill(f *fetchStream, rec *pipedRecords, p *recordPipe, n int) error {
 	pipeStats.piped.Add(1)
+	var walk *batchWalk
+	if pp.walk {
+		w := newBatchWalk(n, pipedWalkLimit(n))
+		walk = &w
+		defer func() { rec.next = walk.result() }()
+	}
 	for p != nil {
 		c := pipedChunk{p: p}
 		want := min(n, recordPipeSize)
 		if b := min(f.ur.Buffered(), want); b > 0 {
 			head, _ := f.ur.Peek(b)
 			w := p.write(head)
+			if walk != nil {
+				walk.pass(head[:w])
+			}
 			f.ur.Discard(w)
 			c.n += w
 		}
 		if c.n < want && f.ur.Buffered() == 0 {
-			moved, err := p.fill(pp.raw, want-c.n)
+			moved, err := p.fill(pp.raw, want-c.n, walk)
 			c.n += moved
 			if err != nil {
 				rec.pipes = append(rec.pipes, c)
@@ -198,16 +212,19 @@ func (pp *pipedPart) fill(f *fetchStream, rec *pipedRecords, p *recordPipe, n in
 		if _, err := io.ReadFull(f.ur, rec.tail); err != nil {
 			return &backendError{fmt.Errorf("read Fetch response: %w", truncated(err))}
 		}
+		if walk != nil {
+			walk.pass(rec.tail)
+		}
 	}
 	return nil
 }
 
 // readPipedFetch reads a flexible Fetch part's frame of size bytes
 // (after its size and correlation id) with its large record sets piped.
-func readPipedFetch(r *bufio.Reader, raw syscall.RawConn, req *kmsg.FetchRequest, size int) (kmsg.Response, *partBody, error) {
+func readPipedFetch(r *bufio.Reader, raw syscall.RawConn, req *kmsg.FetchRequest, size int, walk bool) (kmsg.Response, *partBody, error) {
 	buf := getPartBody(min(size, 16<<10))
 	body := &partBody{buf: buf}
-	f := fetchStream{ur: r, left: size, out: (*buf)[:0], part: &pipedPart{raw: raw, body: body}}
+	f := fetchStream{ur: r, left: size, out: (*buf)[:0], part: &pipedPart{raw: raw, body: body, walk: walk}}
 	err := f.walkBody(req.Version)
 	*buf = f.out
 	if err == nil && f.left != 0 {

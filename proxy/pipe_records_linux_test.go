@@ -201,3 +201,90 @@ func TestReadPipedFetchBadFrames(t *testing.T) {
 		})
 	}
 }
+
+// TestReadPipedFetchWalk: a part read for a fetch-ahead follows the
+// batch headers of each piped record set while splicing it (peeking at
+// each header first), and finds what the walk of the same bytes in
+// memory finds, however the bytes arrive: whole, or in pieces that cut
+// headers in two; across pipes and into a set's tail; with a partial
+// batch at the end. A set of more small batches than its walk's bound
+// gives no answer, and its bytes are moved all the same.
+func TestReadPipedFetchWalk(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	large, _ := testRecordSet(1000, 5, []int{20, 20, 20, 20, 20}, 1000) // ~100 KB batches, ~500 KB
+	counts := make([]int, 50)
+	for i := range counts {
+		counts[i] = 100 // ~100 KB batches
+	}
+	huge, _ := testRecordSet(5000, 6, counts, 1000) // ~5 MB: past maxPipesPerSet pipes
+	cut := large[:len(large)-5000]                  // a partial batch at the end
+	small := make([]int, 200)
+	for i := range small {
+		small[i] = 1 // ~60-byte batches: past the walk's bound
+	}
+	many, _ := testRecordSet(0, 1, small, 300) // ~70 KB
+	sets := map[int32][]byte{0: large, 1: huge, 2: cut, 3: many}
+	resp := kmsg.NewPtrFetchResponse()
+	resp.Version = 16
+	tp := kmsg.NewFetchResponseTopic()
+	tp.TopicID = [16]byte{9}
+	for p := int32(0); p < int32(len(sets)); p++ {
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.Partition, rp.RecordBatches = p, sets[p]
+		tp.Partitions = append(tp.Partitions, rp)
+	}
+	resp.Topics = append(resp.Topics, tp)
+	body := resp.AppendTo([]byte{0})
+	frame := binary.BigEndian.AppendUint32(nil, uint32(4+len(body)))
+	frame = binary.BigEndian.AppendUint32(frame, 1)
+	frame = append(frame, body...)
+
+	for _, pieces := range []string{"whole", "in pieces"} {
+		t.Run(pieces, func(t *testing.T) {
+			rc, wc := tcpPair(t)
+			go func() {
+				defer wc.Close()
+				for rest := frame; len(rest) > 0; {
+					n := len(rest)
+					if pieces == "in pieces" {
+						n = min(n, 1+rng.IntN(40<<10))
+					}
+					if _, err := wc.Write(rest[:n]); err != nil {
+						return
+					}
+					rest = rest[n:]
+				}
+			}()
+			b := &brokerConn{conn: rc, raw: rawConn(rc)}
+			b.upr.c = rc
+			r := bufio.NewReaderSize(&b.upr, 64<<10)
+			req := kmsg.NewPtrFetchRequest()
+			req.Version = 16
+			got, pb, err := b.readPart(r, &partCall{req: req, pipe: true, walk: true}, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pb.release()
+			piped := pipedLookup([]*partBody{pb})
+			for _, p := range got.(*kmsg.FetchResponse).Topics[0].Partitions {
+				pr := piped(p.RecordBatches)
+				if pr == nil {
+					t.Fatalf("partition %d: not piped", p.Partition)
+				}
+				want := lastBatchIn(sets[p.Partition])
+				if p.Partition == 3 {
+					want = batchNext{} // over the bound: no answer
+				}
+				if pr.next != want {
+					t.Errorf("partition %d: walk %+v, want %+v", p.Partition, pr.next, want)
+				}
+				if data := drainPiped(t, pr); !bytes.Equal(data, sets[p.Partition]) {
+					t.Errorf("partition %d: piped bytes differ from those sent", p.Partition)
+				}
+				if p.Partition == 1 && len(pr.tail) == 0 {
+					t.Errorf("partition 1: all %d bytes in pipes; the walk through a set's tail was not tested", len(sets[1]))
+				}
+			}
+		})
+	}
+}

@@ -29,6 +29,9 @@ import (
 // SinglePortOptions configures a single-port listener.
 type SinglePortOptions struct {
 	VirtualNode int32 // the node id clients see (default 0)
+	// NoFetchAhead turns fetch-aheads off (route_fetch_ahead.go): each
+	// broker is asked only when the client's Fetch arrives.
+	NoFetchAhead bool
 }
 
 // tunnel is one single-port session's routing state.
@@ -63,11 +66,13 @@ type tunnel struct {
 	// pipe: the client's connection is plain TCP (on Linux), so Fetch
 	// answers' large record sets may travel in pipes (pipe_records.go).
 	pipe bool
+	// ahead: answers fetch ahead (route_fetch_ahead.go).
+	ahead bool
 }
 
 func newTunnel(s *session, o *SinglePortOptions) *tunnel {
 	t := &tunnel{s: s, view: s.srv.clusterView(), virtual: o.VirtualNode, conns: map[int32]*brokerConn{}, adv: s.mapper,
-		answerSlot: make(chan struct{}, 1), pipe: rawConn(s.client) != nil}
+		answerSlot: make(chan struct{}, 1), pipe: rawConn(s.client) != nil, ahead: !o.NoFetchAhead}
 	t.fetchSessions() // made here, so that close (from any goroutine) reads it unraced
 	return t
 }

@@ -41,14 +41,22 @@ type partCall struct {
 	// pipe: a Fetch answer's large record sets may go to pipes (the
 	// client's connection is plain TCP, pipe_records.go).
 	pipe bool
+	// walk: follow the batch headers of piped record sets, for a
+	// fetch-ahead (route_fetch_ahead.go).
+	walk bool
+	// conn is the connection send wrote the request to.
+	conn *brokerConn
 }
 
 // brokerConn is a session's connection to one upstream broker.
-// Ownership: send is called by the read loop only; the reader goroutine
-// owns the read side; close may come from anywhere.
+// Ownership: send is called by the read loop, trySend by a fetch-ahead
+// (route_fetch_ahead.go), each under sendMu, which guards fmt, corr,
+// wbuf, produce and the order of waiting; the reader goroutine owns the
+// read side; close may come from anywhere.
 type brokerConn struct {
 	node    int32
 	conn    net.Conn
+	sendMu  sync.Mutex
 	fmt     *kmsg.RequestFormatter
 	corr    int32
 	waiting chan *partCall
@@ -90,10 +98,34 @@ func newBrokerConn(node int32, c net.Conn, clientID string) *brokerConn {
 // reports whether the reader now owns call (it will call done, with an
 // error if the connection fails); when false, done is never called.
 func (b *brokerConn) send(call *partCall, expectResponse bool) (queued bool, err error) {
+	b.sendMu.Lock()
+	defer b.sendMu.Unlock()
+	return b.sendLocked(call, expectResponse, true)
+}
+
+// trySend is send for a call made outside the read loop (a fetch-ahead,
+// under the fetch session's lock): rather than wait for the connection
+// (another send under way, or the queue full) it gives up, writing
+// nothing. It reports whether the call was sent (and queued).
+func (b *brokerConn) trySend(call *partCall) bool {
+	if !b.sendMu.TryLock() {
+		return false
+	}
+	defer b.sendMu.Unlock()
+	queued, err := b.sendLocked(call, true, false)
+	return queued && err == nil
+}
+
+// sendLocked is send under sendMu; wait false gives up on a full queue.
+func (b *brokerConn) sendLocked(call *partCall, expectResponse, wait bool) (queued bool, err error) {
 	select {
 	case <-b.failed:
 		return false, b.err
 	default:
+	}
+	call.conn = b
+	if expectResponse && !wait && len(b.waiting) == cap(b.waiting) {
+		return false, nil // only sendLocked pushes, under sendMu: the check holds
 	}
 	b.corr++
 	var bufs net.Buffers
@@ -258,7 +290,7 @@ func (b *brokerConn) readPart(r *bufio.Reader, call *partCall, corr int32) (kmsg
 	if err != nil {
 		return nil, nil, err
 	}
-	return readPipedFetch(r, b.raw, fr, int(size-4))
+	return readPipedFetch(r, b.raw, fr, int(size-4), call.walk)
 }
 
 // readPartHeader reads a response frame's size and correlation id.

@@ -40,6 +40,11 @@ type heldPart struct {
 	node  int32
 	gen   uint32 // the upstream generation it was planned in
 	opens bool   // it opens the upstream session (epoch 0)
+	// ahead: a fetch-ahead, asking what the client's next Fetch is
+	// predicted to (route_fetch_ahead.go).
+	ahead bool
+	// conn is the connection the part was sent on (set when it arrived).
+	conn *brokerConn
 	// arrived: resp, body and err are set.
 	arrived bool
 	resp    kmsg.Response
@@ -146,8 +151,16 @@ func (fs *fetchState) takeOut(n int32, u *fetchUpstream, keys []fsKey) *heldPart
 		return nil
 	}
 	if h.gen != u.gen || !fs.unchanged(u, keys) {
+		if h.ahead {
+			aheadStats.missed.Add(1)
+			u.skipAhead = aheadBackoff
+		}
 		fs.dropOut(n)
 		return nil
+	}
+	if h.ahead {
+		aheadStats.used.Add(1)
+		h.ahead = false // counted once, though an answer may go without it (back to fs.out)
 	}
 	delete(fs.out, n)
 	return h
@@ -164,7 +177,7 @@ func (t *tunnel) sendHeld(round *fetchRound, parts map[int32]kmsg.Request) {
 			t.sendPart(call, true)
 			continue
 		}
-		call := &partCall{node: n, req: req, pipe: t.pipe}
+		call := &partCall{node: n, req: req, pipe: t.pipe, walk: t.ahead}
 		call.done = func() { t.holdArrived(h, call) }
 		if queued, err := t.sendPart(call, true); err != nil && !queued {
 			call.err = err
@@ -182,7 +195,7 @@ func (t *tunnel) sendHeld(round *fetchRound, parts map[int32]kmsg.Request) {
 func (t *tunnel) holdArrived(h *heldPart, call *partCall) {
 	fs := t.fetch
 	fs.mu.Lock()
-	h.resp, h.body, h.err, h.arrived = call.resp, call.body, call.err, true
+	h.resp, h.body, h.err, h.arrived, h.conn = call.resp, call.body, call.err, true, call.conn
 	round := h.round
 	if round == nil && (fs.closed || fs.out[h.node] != h) { // dropped while in flight
 		h.body.release()
@@ -204,6 +217,7 @@ func (t *tunnel) answerHeld(round *fetchRound) {
 		return
 	}
 	round.done = true
+	ahead := t.ahead && fs.lastRound == round // no later Fetch planned: this answer may fetch ahead
 	m := make(map[int32]kmsg.Response, len(round.parts))
 	var bodies []*partBody
 	var closedHere error
@@ -238,7 +252,12 @@ func (t *tunnel) answerHeld(round *fetchRound) {
 		round.rep(nil, closedHere)
 		return
 	}
+	var next map[int32][]predicted
+	if ahead {
+		next = t.predictNext(round.r, m, bodies) // before the merge, which filters the answers
+	}
 	merged := t.mergeFetchSession(round.r, round.plan, m)
+	t.fetchAhead(round, next)
 	if len(bodies) > 0 {
 		round.rep(&pinnedFetch{FetchResponse: merged, bodies: bodies}, nil)
 		return

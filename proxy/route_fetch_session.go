@@ -120,6 +120,9 @@ type fetchUpstream struct {
 	// held is what the broker's session holds, with the parameters it
 	// was last sent.
 	held map[fsKey]kmsg.FetchRequestTopicPartition
+	// skipAhead: answers to pass before the next fetch-ahead here, after
+	// one the client's Fetch did not match (route_fetch_ahead.go).
+	skipAhead int
 }
 
 // fetchState is a tunnel's client fetch session and its upstream halves.
@@ -136,6 +139,9 @@ type fetchState struct {
 	out map[int32]*heldPart
 	// closed: the tunnel closed; nothing more is held.
 	closed bool
+	// lastRound is the latest client Fetch planned, when it is answered
+	// from held parts (nil otherwise): only its answer fetches ahead.
+	lastRound *fetchRound
 }
 
 // fetchMode is what a client Fetch is, for the gateway's session rules.
@@ -198,6 +204,7 @@ func (t *tunnel) routeFetchSession(r *kmsg.FetchRequest, rep reply) (handled boo
 	}
 	fs = t.fetchSessions()
 	fs.mu.Lock()
+	fs.lastRound = nil // no answer fetches ahead past a later Fetch
 	plan := &fetchPlan{byNode: map[int32][]fsKey{}, gens: map[int32]uint32{}, opens: map[int32]bool{}, closes: map[int32]bool{}, deferred: map[int32]bool{}}
 	switch {
 	case r.SessionEpoch == -1: // closes the session, then sessionless
@@ -348,6 +355,7 @@ func (t *tunnel) routeFetchSession(r *kmsg.FetchRequest, rep reply) (handled boo
 	if plan.mode == fetchIncremental && fetching > 1 && rep != nil {
 		round = &fetchRound{r: r, plan: plan, rep: rep, trace: t.trace, parts: map[int32]*heldPart{}, sending: true}
 	}
+	fs.lastRound = round
 	for n, keys := range plan.byNode {
 		u := fs.up[n]
 		if u == nil {
