@@ -32,6 +32,11 @@ type ChildStats struct {
 	PipedSets    float64 `json:"piped_record_sets,omitempty"`
 	SpilledSets  float64 `json:"spilled_record_sets,omitempty"`
 	UnpipedParts float64 `json:"unpiped_fetch_parts,omitempty"`
+	// Single-port fetch-aheads sent, used by the client's next Fetch, and
+	// dropped because it asked otherwise (tollgate_single_port_fetch_ahead_*).
+	AheadSent   float64 `json:"fetch_ahead_sent,omitempty"`
+	AheadUsed   float64 `json:"fetch_ahead_used,omitempty"`
+	AheadMissed float64 `json:"fetch_ahead_missed,omitempty"`
 }
 
 // configured is a gateway assembled from a configuration file by package
@@ -124,6 +129,9 @@ func (g *configured) stop() *ChildStats {
 		"single_port_piped_record_sets_total":   &st.PipedSets,
 		"single_port_spilled_record_sets_total": &st.SpilledSets,
 		"single_port_unpiped_fetch_parts_total": &st.UnpipedParts,
+		"single_port_fetch_ahead_sent_total":    &st.AheadSent,
+		"single_port_fetch_ahead_used_total":    &st.AheadUsed,
+		"single_port_fetch_ahead_missed_total":  &st.AheadMissed,
 	}
 	for _, mf := range mfs {
 		if dst, ok := into[strings.TrimPrefix(mf.GetName(), "tollgate_")]; ok {

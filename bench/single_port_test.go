@@ -28,14 +28,18 @@ func TestSinglePortSuiteConfig(t *testing.T) {
 	}
 }
 
-// TestSinglePortSuiteSmoke: both variants move records through kfake
-// with child processes, and the ratio is reported.
+// TestSinglePortSuiteSmoke: every variant moves records through kfake
+// with child processes, and the ratios are reported.
 func TestSinglePortSuiteSmoke(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("CPU and RSS come from /proc")
 	}
 	opts := suiteSmokeOptions(t)
 	opts.Command = testCommand
+	// Two brokers, so a consume Fetch is split and answered from held
+	// parts, and 6 MiB a partition, several times kgo's 1 MiB partition max, so
+	// an answer leaves more to read and the gateway fetches ahead.
+	opts.Brokers, opts.ConsumeBytes = 2, 12<<20
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	rep, err := RunSuite(ctx, SuiteSinglePort, opts)
@@ -43,20 +47,24 @@ func TestSinglePortSuiteSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSuiteRuns(t, rep, true)
-	if want := len(rep.Workloads); len(rep.Ratios) != want {
+	if want := 2 * len(rep.Workloads); len(rep.Ratios) != want { // single-port and no-fetch-ahead, each versus port-per-broker
 		t.Errorf("%d ratios, want %d", len(rep.Ratios), want)
 	}
-	// The single-port gateway's consume answers move their record sets
-	// through pipes (kgo's sets are far over pipeMin); port-per-broker
-	// has none.
+	// The single-port gateways' consume answers move their record sets
+	// through pipes (kgo's sets are far over pipeMin), and only the one
+	// that fetches ahead fetches ahead; port-per-broker has none of it.
 	for _, v := range rep.Variants {
 		switch s := v.Stats; {
 		case s == nil || !s.Metrics:
 			t.Errorf("%s: no counters (%+v)", v.Name, s)
-		case v.Name == "single-port" && s.PipedSets <= 0:
-			t.Errorf("single-port: no record set piped (%+v)", s)
-		case v.Name != "single-port" && s.PipedSets+s.UnpipedParts != 0:
-			t.Errorf("%s: single-port pipe counters moved (%+v)", v.Name, s)
+		case v.Name != "port-per-broker" && s.PipedSets <= 0:
+			t.Errorf("%s: no record set piped (%+v)", v.Name, s)
+		case v.Name == "port-per-broker" && s.PipedSets+s.UnpipedParts+s.AheadSent != 0:
+			t.Errorf("%s: single-port counters moved (%+v)", v.Name, s)
+		case v.Name == "single-port" && s.AheadUsed <= 0:
+			t.Errorf("single-port: no fetch-ahead used (%+v)", s)
+		case v.Name == "no-fetch-ahead" && s.AheadSent != 0:
+			t.Errorf("no-fetch-ahead: %.0f fetch-aheads sent", s.AheadSent)
 		}
 	}
 }

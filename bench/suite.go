@@ -101,6 +101,8 @@ type variant struct {
 	// singlePort makes the bench listener "brokers: single-port": the
 	// whole cluster as one virtual node, requests split and merged.
 	singlePort bool
+	// noFetchAhead sets fetch_ahead: false on the single-port listener.
+	noFetchAhead bool
 	// vcPrefix puts the bench listener's clients in a virtual cluster
 	// with this upstream prefix (suite_vc.go).
 	vcPrefix string
@@ -145,6 +147,9 @@ func suiteVariants(s Suite) ([]variant, error) {
 			{name: "single-port", desc: "brokers: single-port (one port; requests decoded, split by leader, answers merged)",
 				metrics: true, versus: "port-per-broker", target: 0.9, workloadTargets: map[string]float64{"consume": 0.95},
 				rssTarget: 1.5, singlePort: true},
+			// What fetch-ahead buys, side by side.
+			{name: "no-fetch-ahead", desc: "brokers: single-port with fetch_ahead: false (each broker asked when the client's Fetch arrives)",
+				metrics: true, versus: "port-per-broker", singlePort: true, noFetchAhead: true},
 		}, nil
 	case SuiteVC:
 		return vcVariants(), nil
@@ -233,7 +238,7 @@ func (v variant) configYAML(upstreams []string, auditFile string) string {
 		fmt.Fprintf(&b, "  - {name: bench, listen: 127.0.0.1:0, brokers: sni, sni: {bootstrap_host: %s, broker_host: %q}, tls: {cert: %q, key: %q}}\n",
 			benchSNIApex, benchSNIBrokers, v.tls.Cert, v.tls.Key)
 	case v.singlePort:
-		b.WriteString("  - {name: bench, listen: 127.0.0.1:0, brokers: single-port}\n")
+		fmt.Fprintf(&b, "  - {name: bench, listen: 127.0.0.1:0, brokers: single-port, fetch_ahead: %t}\n", !v.noFetchAhead)
 	case v.tls != nil:
 		fmt.Fprintf(&b, "  - {name: bench, listen: 127.0.0.1:0, broker_port_base: 0, tls: {cert: %q, key: %q}}\n", v.tls.Cert, v.tls.Key)
 	default:

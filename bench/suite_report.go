@@ -260,6 +260,9 @@ func (r *SuiteReport) WriteTable(w io.Writer) error {
 			if s.PipedSets+s.UnpipedParts > 0 {
 				facts = append(facts, fmt.Sprintf("record sets piped %.0f (%.0f spilled to memory), parts unpiped %.0f", s.PipedSets, s.SpilledSets, s.UnpipedParts))
 			}
+			if s.AheadSent > 0 {
+				facts = append(facts, fmt.Sprintf("fetch-aheads %.0f (%.0f used, %.0f missed)", s.AheadSent, s.AheadUsed, s.AheadMissed))
+			}
 		}
 		if v.PeakRSSBytes > 0 {
 			facts = append(facts, fmt.Sprintf("peak RSS %.1f MiB", mib(v.PeakRSSBytes)))
