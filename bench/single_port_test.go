@@ -16,14 +16,19 @@ func TestSinglePortSuiteConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"port-per-broker": configs.BrokersPortPerBroker, "single-port": configs.BrokersSinglePort}
+	want := map[string]string{"port-per-broker": configs.BrokersPortPerBroker, "single-port": configs.BrokersSinglePort,
+		"no-fetch-ahead": configs.BrokersSinglePort}
 	for _, v := range vs {
 		cfg, err := configs.Parse([]byte(v.configYAML([]string{"127.0.0.1:1", "127.0.0.1:2"}, "")), v.name+".yaml")
 		if err != nil {
 			t.Fatalf("%s: %v", v.name, err)
 		}
-		if got := cfg.Listeners[0].Brokers; got != want[v.name] {
-			t.Errorf("%s: brokers %q, want %q", v.name, got, want[v.name])
+		l := cfg.Listeners[0]
+		if l.Brokers != want[v.name] {
+			t.Errorf("%s: brokers %q, want %q", v.name, l.Brokers, want[v.name])
+		}
+		if l.Brokers == configs.BrokersSinglePort && l.FetchesAhead() != (v.name == "single-port") {
+			t.Errorf("%s: fetch_ahead %v", v.name, l.FetchesAhead())
 		}
 	}
 }
@@ -37,8 +42,9 @@ func TestSinglePortSuiteSmoke(t *testing.T) {
 	opts := suiteSmokeOptions(t)
 	opts.Command = testCommand
 	// Two brokers, so a consume Fetch is split and answered from held
-	// parts, and 6 MiB a partition, several times kgo's 1 MiB partition max, so
-	// an answer leaves more to read and the gateway fetches ahead.
+	// parts, and 12 MiB over two partitions, several times kgo's 1 MiB
+	// partition max, so an answer leaves more to read and the gateway
+	// fetches ahead.
 	opts.Brokers, opts.ConsumeBytes = 2, 12<<20
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -148,11 +148,12 @@ func (p *recordPipe) fill(c syscall.RawConn, n int, w *batchWalk) (moved int, er
 					case k == 0:
 						serr = io.ErrUnexpectedEOF
 						return true
-					case k < need:
-						// The header's other bytes are on their way (they are
-						// within the set): wait for them, no splice of a few.
-						return false
 					}
+					// Part of the header only: those bytes are spliced next
+					// and the rest peeked after them. Waiting for the rest
+					// here instead would wait forever if the socket's end had
+					// already come (readiness is reported once, and a peek
+					// that finds the same bytes again never sees the end).
 					w.peeked(head[:k])
 					continue
 				}

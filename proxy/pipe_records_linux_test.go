@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
@@ -284,6 +285,91 @@ func TestReadPipedFetchWalk(t *testing.T) {
 				if p.Partition == 1 && len(pr.tail) == 0 {
 					t.Errorf("partition 1: all %d bytes in pipes; the walk through a set's tail was not tested", len(sets[1]))
 				}
+			}
+		})
+	}
+}
+
+// TestReadPipedFetchWalkMidHeader: the upstream's bytes stop in the
+// middle of a batch header the walk must peek at. When they go on after
+// a pause, the part is read and walked whole; when the connection ends
+// there, the read fails at once rather than wait for the rest of a
+// header that will never come.
+func TestReadPipedFetchWalkMidHeader(t *testing.T) {
+	counts := []int{40, 40, 40, 40, 40} // ~40 KB batches: the first is past what the reader buffers
+	set, _ := testRecordSet(300, 2, counts, 1000)
+	resp := kmsg.NewPtrFetchResponse()
+	resp.Version = 16
+	tp := kmsg.NewFetchResponseTopic()
+	rp := kmsg.NewFetchResponseTopicPartition()
+	rp.RecordBatches = set
+	tp.Partitions = append(tp.Partitions, rp)
+	resp.Topics = append(resp.Topics, tp)
+	body := resp.AppendTo([]byte{0})
+	frame := binary.BigEndian.AppendUint32(nil, uint32(4+len(body)))
+	frame = binary.BigEndian.AppendUint32(frame, 1)
+	frame = append(frame, body...)
+	first := int(binary.BigEndian.Uint32(set[8:])) + 12 // the first batch's size
+	cut := bytes.Index(frame, set[:64]) + first + 10    // ten bytes into the second header
+
+	for _, end := range []bool{false, true} {
+		name := map[bool]string{false: "pause", true: "end"}[end]
+		t.Run(name, func(t *testing.T) {
+			rc, wc := tcpPair(t)
+			go func() {
+				defer wc.Close()
+				if _, err := wc.Write(frame[:cut]); err != nil || end {
+					return
+				}
+				time.Sleep(50 * time.Millisecond) // the reader waits at the header
+				wc.Write(frame[cut:])
+			}()
+			b := &brokerConn{conn: rc, raw: rawConn(rc)}
+			b.upr.c = rc
+			r := bufio.NewReaderSize(&b.upr, 64<<10)
+			req := kmsg.NewPtrFetchRequest()
+			req.Version = 16
+			type result struct {
+				resp kmsg.Response
+				body *partBody
+				err  error
+			}
+			done := make(chan result, 1)
+			go func() {
+				resp, pb, err := b.readPart(r, &partCall{req: req, pipe: true, walk: true}, 1)
+				done <- result{resp, pb, err}
+			}()
+			var got result
+			select {
+			case got = <-done:
+			case <-time.After(10 * time.Second):
+				rc.Close() // ends the read, so the test's goroutine ends too
+				t.Fatal("the read did not end in 10s")
+			}
+			if end {
+				if got.err == nil {
+					got.body.release()
+					t.Fatal("a part cut in a batch header was read without error")
+				}
+				if n := recordPipesInUse(); n != 0 {
+					t.Errorf("%d record pipes in use after the failed read", n)
+				}
+				return
+			}
+			if got.err != nil {
+				t.Fatal(got.err)
+			}
+			defer got.body.release()
+			fr := got.resp.(*kmsg.FetchResponse)
+			pr := pipedLookup([]*partBody{got.body})(fr.Topics[0].Partitions[0].RecordBatches)
+			if pr == nil {
+				t.Fatal("the record set was not piped")
+			}
+			if want := lastBatchIn(set); pr.next != want {
+				t.Errorf("walk %+v, want %+v", pr.next, want)
+			}
+			if data := drainPiped(t, pr); !bytes.Equal(data, set) {
+				t.Error("piped bytes differ from those sent")
 			}
 		})
 	}

@@ -49,8 +49,8 @@ type partCall struct {
 }
 
 // brokerConn is a session's connection to one upstream broker.
-// Ownership: send is called by the read loop, trySend by a fetch-ahead
-// (route_fetch_ahead.go), each under sendMu, which guards fmt, corr,
+// Ownership: send is called by the read loop, sendReserved by a
+// fetch-ahead (route_fetch_ahead.go), each under sendMu, which guards fmt, corr,
 // wbuf, produce and the order of waiting; the reader goroutine owns the
 // read side; close may come from anywhere.
 type brokerConn struct {
@@ -103,17 +103,35 @@ func (b *brokerConn) send(call *partCall, expectResponse bool) (queued bool, err
 	return b.sendLocked(call, expectResponse, true)
 }
 
-// trySend is send for a call made outside the read loop (a fetch-ahead,
-// under the fetch session's lock): rather than wait for the connection
-// (another send under way, or the queue full) it gives up, writing
-// nothing. It reports whether the call was sent (and queued).
-func (b *brokerConn) trySend(call *partCall) bool {
+// reserve takes the connection for one sendReserved, if it can at once:
+// no other send under way, the connection not failed, and room in the
+// queue. A fetch-ahead reserves under the fetch session's lock (so the
+// request takes its place in the broker's order before any planned after
+// it) and writes after letting that lock go (a write may wait for the
+// broker, whose reader may be waiting for that lock).
+func (b *brokerConn) reserve() bool {
 	if !b.sendMu.TryLock() {
 		return false
 	}
+	select {
+	case <-b.failed:
+	default:
+		if len(b.waiting) < cap(b.waiting) { // only sendLocked pushes, under sendMu
+			return true
+		}
+	}
+	b.sendMu.Unlock()
+	return false
+}
+
+// unreserve gives back a reservation not used.
+func (b *brokerConn) unreserve() { b.sendMu.Unlock() }
+
+// sendReserved sends call on a reserved connection and ends the
+// reservation; queued as for send.
+func (b *brokerConn) sendReserved(call *partCall) (queued bool, err error) {
 	defer b.sendMu.Unlock()
-	queued, err := b.sendLocked(call, true, false)
-	return queued && err == nil
+	return b.sendLocked(call, true, false)
 }
 
 // sendLocked is send under sendMu; wait false gives up on a full queue.

@@ -27,27 +27,41 @@ import (
 // reading on does; otherwise (it seeked, paused a partition, or forgot
 // one) the answer is dropped and that broker's session starts again with
 // a full request, as for any held part that no longer fits, and the
-// broker gets no fetch-ahead for the next aheadBackoff answers.
+// broker gets no fetch-ahead for a while (aheadBackoffMin answers,
+// doubling while the client keeps asking otherwise). A Java consumer
+// leaves the partitions it still holds records of out of its next
+// Fetch (which forgets them from its session), so with max.poll.records
+// under an answer's records it misses often and mostly goes without.
 //
-// No fetch-ahead is made when the client has caught up with every
-// partition the part sent records of (the next offsets are at the high
-// watermark, or the last stable offset for read_committed): the broker
-// would hold it for its MaxWait with nothing to send, and the client's
-// next requests to that broker would queue behind it. Nor when the
-// answer had an error, a diverging epoch
-// or a preferred read replica for the broker's partitions (the client
-// will change what it asks), when a record set's batches could not be
-// walked (not magic 2, or more than one per minWalkedBatch bytes of a
-// piped set), when another Fetch was planned since, or when the
-// connection is busy (trySend).
+// No fetch-ahead is made to a broker when the client has caught up with
+// every partition the part sent records of (the next offsets are at the
+// high watermark, or the last stable offset for read_committed): the
+// broker would hold it for its MaxWait with nothing to send, and the
+// client's next requests to that broker would queue behind it. Nor when
+// the answer had an error, a diverging epoch or a preferred read replica
+// for the broker's partitions (the client will change what it asks),
+// when a record set's batches could not be walked (not magic 2, or more
+// than one per minWalkedBatch bytes of a piped set: producers of small
+// batches get none for the brokers of those sets), when another Fetch
+// was planned since, or when the connection is busy (brokerConn.reserve).
 //
 // Memory: a fetch-ahead takes the place of the held part its broker
 // would otherwise have had for the next Fetch: still at most one answer
-// per upstream broker beyond the one being written.
+// per upstream broker beyond the one being written. It is made earlier,
+// so its record sets hold their pipes (maxRecordPipes for the process)
+// from when it arrives until the client's next Fetch takes it; a part
+// that finds none free is read into memory.
 
-// aheadBackoff is how many answers a broker gets no fetch-ahead after
-// one the client did not ask for.
-const aheadBackoff = 4
+// aheadBackoffMin and aheadBackoffMax bound how many answers that would
+// have fetched ahead a broker goes without after one the client did not
+// ask for: aheadBackoffMin after the first, doubling with each miss that
+// follows (a client that keeps asking otherwise, such as one that leaves
+// the partitions it still holds records of out of its next Fetch),
+// back to the least once a fetch-ahead is used.
+const (
+	aheadBackoffMin = 4
+	aheadBackoffMax = 256
+)
 
 // aheadStats counts fetch-aheads sent, reused by the client's next
 // Fetch, and dropped because it asked something else (FetchAheadStats).
@@ -125,15 +139,24 @@ broker:
 // fetchAhead sends the fetch-aheads of round's answer (next, from
 // predictNext, made before the merge) and holds their answers for the
 // client's next Fetch. It runs before the answer is delivered, so that
-// Fetch finds them in fs.out.
+// Fetch finds them in fs.out. Each is planned, and its connection
+// reserved, under fs.mu, so it takes its place in its broker's epoch
+// order; it is written after fs.mu is let go (brokerConn.reserve).
 func (t *tunnel) fetchAhead(round *fetchRound, next map[int32][]predicted) {
 	if len(next) == 0 {
 		return
 	}
+	type ahead struct {
+		n    int32
+		h    *heldPart
+		call *partCall
+		conn *brokerConn
+	}
+	var sends []ahead
 	fs := t.fetch
 	fs.mu.Lock()
-	defer fs.mu.Unlock()
 	if fs.closed || fs.lastRound != round || fs.id != round.plan.sid {
+		fs.mu.Unlock()
 		return
 	}
 	fs.lastRound = nil
@@ -149,22 +172,32 @@ func (t *tunnel) fetchAhead(round *fetchRound, next map[int32][]predicted) {
 		case u.skipAhead > 0:
 			u.skipAhead--
 			continue
+		case !prev.conn.reserve():
+			continue // busy: no fetch-ahead this time
 		}
 		req := fs.aheadRequest(round.r, u, ps, len(round.plan.byNode))
 		if req == nil {
+			prev.conn.unreserve()
 			continue
 		}
 		h := &heldPart{node: n, gen: u.gen, ahead: true}
 		call := &partCall{node: n, req: req, pipe: t.pipe, walk: true}
 		call.done = func() { t.holdArrived(h, call) }
-		if !prev.conn.trySend(call) {
-			// Nothing written, but u moved on (aheadRequest): start the
-			// session there again, as after any part that went unanswered.
-			fs.reset(u)
+		fs.out[n] = h
+		sends = append(sends, ahead{n, h, call, prev.conn})
+	}
+	fs.mu.Unlock()
+	for _, a := range sends {
+		if queued, _ := a.conn.sendReserved(a.call); queued {
+			aheadStats.sent.Add(1)
 			continue
 		}
-		fs.out[n] = h
-		aheadStats.sent.Add(1)
+		// Not sent (the connection failed): its answer will never come.
+		fs.mu.Lock()
+		if fs.out[a.n] == a.h {
+			fs.dropOut(a.n)
+		}
+		fs.mu.Unlock()
 	}
 }
 

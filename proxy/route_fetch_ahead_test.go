@@ -194,6 +194,9 @@ func TestSinglePortFetchAheadSeek(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		got := step(advance)
 		advance = map[int32]int64{}
+		for p := range got {
+			advance[p] = pos[p]
+		}
 		if _, ok := got[0]; ok {
 			break
 		}

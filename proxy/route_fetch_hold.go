@@ -151,15 +151,17 @@ func (fs *fetchState) takeOut(n int32, u *fetchUpstream, keys []fsKey) *heldPart
 		return nil
 	}
 	if h.gen != u.gen || !fs.unchanged(u, keys) {
-		if h.ahead {
+		if h.ahead && h.gen == u.gen { // the client asked otherwise (not a reset since)
 			aheadStats.missed.Add(1)
-			u.skipAhead = aheadBackoff
+			u.aheadBackoff = min(max(2*u.aheadBackoff, aheadBackoffMin), aheadBackoffMax)
+			u.skipAhead = u.aheadBackoff
 		}
 		fs.dropOut(n)
 		return nil
 	}
 	if h.ahead {
 		aheadStats.used.Add(1)
+		u.aheadBackoff = 0
 		h.ahead = false // counted once, though an answer may go without it (back to fs.out)
 	}
 	delete(fs.out, n)

@@ -121,8 +121,9 @@ type fetchUpstream struct {
 	// was last sent.
 	held map[fsKey]kmsg.FetchRequestTopicPartition
 	// skipAhead: answers to pass before the next fetch-ahead here, after
-	// one the client's Fetch did not match (route_fetch_ahead.go).
-	skipAhead int
+	// one the client's Fetch did not match; aheadBackoff: the last such
+	// pause, doubled by each miss (route_fetch_ahead.go).
+	skipAhead, aheadBackoff int
 }
 
 // fetchState is a tunnel's client fetch session and its upstream halves.
