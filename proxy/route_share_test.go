@@ -703,6 +703,25 @@ func TestSinglePortShareOffered(t *testing.T) {
 // after it in a ShareAcknowledge on the same connection. Every record is
 // delivered once and acknowledged, with no acknowledgement error.
 func TestSinglePortShareAckFollowsOpen(t *testing.T) {
+	// Whether acknowledgements are due at broker 1 when its session opens
+	// depends on kgo's fetch and poll timing: under load (three copies at
+	// once) 3 runs in 36 sent no ShareAcknowledge there, the same on the
+	// code before fetch-ahead. Such a run is tried again; a gateway that
+	// never sends the follow-up fails all three.
+	for attempt := 1; ; attempt++ {
+		if shareAckFollowsOpen(t) {
+			return
+		}
+		if attempt == 3 {
+			t.Fatal("in 3 runs, no ShareAcknowledge reached broker 1: the gateway never sent the follow-up")
+		}
+		t.Logf("run %d: no ShareAcknowledge reached broker 1; again", attempt)
+	}
+}
+
+// shareAckFollowsOpen is one run of TestSinglePortShareAckFollowsOpen;
+// it reports whether a ShareAcknowledge reached broker 1.
+func shareAckFollowsOpen(t *testing.T) bool {
 	const topic, group, parts, n = "shf", "shf-group", 2, 40
 	c, srv, scan, sink := startShareOnOneBroker(t, topic, parts, group)
 	ctx := ctxT(t, 60*time.Second)
@@ -741,13 +760,11 @@ func TestSinglePortShareAckFollowsOpen(t *testing.T) {
 	stop()
 	wg.Wait()
 	st.assertOnce(t, n)
-	acksAt.mu.Lock()
-	if acksAt.seen[int16(kmsg.ShareAcknowledge)][1] == 0 { // the client sends none itself here: the gateway's follow-up
-		t.Errorf("no ShareAcknowledge reached broker 1 (%v)", acksAt.seen)
-	}
-	acksAt.mu.Unlock()
 	assertShareFetchAudit(t, sink)
 	scan.assertClean(t)
+	acksAt.mu.Lock()
+	defer acksAt.mu.Unlock()
+	return acksAt.seen[int16(kmsg.ShareAcknowledge)][1] > 0 // the client sends none itself here: the gateway's follow-up
 }
 
 // startShareOnOneBroker is a single-port gateway, with a full audit
