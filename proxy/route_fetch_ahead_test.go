@@ -18,6 +18,7 @@ import (
 // ahead; record sets large enough go through pipes (their batch headers
 // peeked at on the way, batch_walk.go) and small ones through memory,
 // and in both the client's next Fetches ask what the gateway predicted.
+// The same with every partition on one broker (a Fetch of one part).
 // With fetch-ahead off, none is sent and the records are the same.
 func TestSinglePortFetchAheadConsumer(t *testing.T) {
 	for _, c := range []struct {
@@ -26,14 +27,23 @@ func TestSinglePortFetchAheadConsumer(t *testing.T) {
 		value    int   // bytes per record
 		perBatch int   // records per produced batch
 		off      bool  // fetch_ahead: false
+		one      bool  // every partition on broker 0: each Fetch has one part
 	}{
-		{"piped", 256 << 10, 8 << 10, 12, false},  // ~96 KiB batches, record sets over pipeMin
-		{"in-memory", 8 << 10, 1 << 10, 3, false}, // ~3 KiB batches, record sets under pipeMin
-		{"off", 256 << 10, 8 << 10, 12, true},
+		{"piped", 256 << 10, 8 << 10, 12, false, false},  // ~96 KiB batches, record sets over pipeMin
+		{"in-memory", 8 << 10, 1 << 10, 3, false, false}, // ~3 KiB batches, record sets under pipeMin
+		{"one-broker", 256 << 10, 8 << 10, 12, false, true},
+		{"off", 256 << 10, 8 << 10, 12, true, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			const topic, parts, batches = "ahead", 3, 40
-			_, srv, scan := startSinglePort(t, topic, parts, func(o *proxy.Options) { o.Listeners[0].SinglePort.NoFetchAhead = c.off })
+			kc, srv, scan := startSinglePort(t, topic, parts, func(o *proxy.Options) { o.Listeners[0].SinglePort.NoFetchAhead = c.off })
+			if c.one {
+				for p := range int32(parts) {
+					if err := kc.MoveTopicPartition(topic, p, 0); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
 			ctx := ctxT(t, 60*time.Second)
 			prod := newClient(t, srv, nil, kgo.Dialer(scan.dial), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 				kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(time.Minute))

@@ -26,7 +26,9 @@ import (
 // gone: fetchState.unchanged); otherwise its answer is dropped and that
 // broker's upstream session starts again with a full request (reset),
 // since the broker already counted the dropped answer as sent. Full
-// and sessionless fetches wait for every part, as before.
+// and sessionless fetches wait for every part, as before. An
+// incremental Fetch of one broker is a round too (of one part, answered
+// when it is in), so its answer fetches ahead (route_fetch_ahead.go).
 //
 // Memory: a session holds at most one answer per upstream broker beyond
 // the one being written (its fields and small record sets in pooled

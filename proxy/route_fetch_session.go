@@ -350,10 +350,12 @@ func (t *tunnel) routeFetchSession(r *kmsg.FetchRequest, rep reply) (handled boo
 	}
 	parts := make(map[int32]kmsg.Request, len(plan.byNode)+len(fs.up))
 	fetching := len(plan.byNode)
-	// An incremental fetch over several brokers is answered once the
-	// parts in carry records; the rest are held (route_fetch_hold.go).
+	// An incremental fetch is a held-mode round (route_fetch_hold.go):
+	// over several brokers it is answered once the parts in carry
+	// records, the rest held; from one broker or several, its answer may
+	// fetch ahead (route_fetch_ahead.go).
 	var round *fetchRound
-	if plan.mode == fetchIncremental && fetching > 1 && rep != nil {
+	if plan.mode == fetchIncremental && fetching > 0 && rep != nil {
 		round = &fetchRound{r: r, plan: plan, rep: rep, trace: t.trace, parts: map[int32]*heldPart{}, sending: true}
 	}
 	fs.lastRound = round
