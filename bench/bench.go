@@ -180,7 +180,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, fmt.Errorf("start kfake: %w", err)
 	}
 	defer cluster.Close()
-	b := &bencher{opts: opts, upstreams: cluster.ListenAddrs()}
+	b := &bencher{opts: opts, upstreams: cluster.ListenAddrs(), cluster: cluster}
 	if err := b.startPaths(); err != nil {
 		b.stopPaths()
 		return nil, err
@@ -234,6 +234,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 type bencher struct {
 	opts      Options
 	upstreams []string // kfake's listen (and advertised) addresses
+	// cluster is kfake, when in this process: createTopic places the
+	// partitions' leaders on its brokers in turn.
+	cluster *kfake.Cluster
 	paths     []*pathEnv
 	admin     *kadm.Client
 
@@ -514,6 +517,17 @@ func (b *bencher) createTopic(ctx context.Context, topic string, parts int) erro
 	}
 	if err != nil {
 		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	// kfake puts each partition's leader on a broker at random: with one
+	// partition per broker in some runs and two on one broker in others,
+	// runs of the same code differed by how the work was spread. Leaders
+	// go round the brokers instead (partition p on node p mod brokers).
+	if b.cluster != nil && b.opts.Brokers > 1 {
+		for p := range int32(parts) {
+			if err := b.cluster.MoveTopicPartition(topic, p, p%int32(b.opts.Brokers)); err != nil {
+				return fmt.Errorf("place %s[%d]: %w", topic, p, err)
+			}
+		}
 	}
 	return nil
 }

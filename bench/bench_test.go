@@ -5,12 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // childEnv marks a re-execution of the test binary as a bench child.
@@ -310,5 +315,39 @@ func TestReadProcSelf(t *testing.T) {
 	}
 	if u2.cpuSeconds <= u.cpuSeconds {
 		t.Errorf("cpu did not advance: %v -> %v (%d spins)", u.cpuSeconds, u2.cpuSeconds, x)
+	}
+}
+
+// TestCreateTopicSpreadsLeaders: the bench's topics have their leaders
+// on kfake's brokers in turn, not where kfake put them at random, so
+// every run spreads the work the same way.
+func TestCreateTopicSpreadsLeaders(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	b := &bencher{opts: Options{Brokers: 3}, upstreams: c.ListenAddrs(), cluster: c, admin: kadm.NewClient(cl)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 4 { // kfake's random placement matches p mod 3 for 6 partitions once in 729
+		topic := fmt.Sprintf("spread-%d", i)
+		if err := b.createTopic(ctx, topic, 6); err != nil {
+			t.Fatal(err)
+		}
+		td, err := b.admin.ListTopics(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p, pd := range td[topic].Partitions {
+			if pd.Leader != p%3 {
+				t.Errorf("%s[%d]: leader %d, want %d", topic, p, pd.Leader, p%3)
+			}
+		}
 	}
 }

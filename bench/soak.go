@@ -130,7 +130,7 @@ func RunSoak(ctx context.Context, opts Options) (*SoakReport, error) {
 		return nil, fmt.Errorf("start kfake: %w", err)
 	}
 	defer cluster.Close()
-	b := &bencher{opts: opts, upstreams: cluster.ListenAddrs()}
+	b := &bencher{opts: opts, upstreams: cluster.ListenAddrs(), cluster: cluster}
 	admin, err := kgo.NewClient(kgo.SeedBrokers(b.upstreams...))
 	if err != nil {
 		return nil, fmt.Errorf("admin client: %w", err)

@@ -340,7 +340,7 @@ func runSuite(ctx context.Context, sr suiteRun, opts Options) (*SuiteReport, err
 		return nil, fmt.Errorf("start kfake: %w", err)
 	}
 	defer cluster.Close()
-	b := &bencher{opts: opts, upstreams: cluster.ListenAddrs()}
+	b := &bencher{opts: opts, upstreams: cluster.ListenAddrs(), cluster: cluster}
 	for _, v := range vs {
 		if v.vcPrefix != "" {
 			b.consumePrefixes = append(b.consumePrefixes, v.vcPrefix)
