@@ -237,8 +237,8 @@ type bencher struct {
 	// cluster is kfake, when in this process: createTopic places the
 	// partitions' leaders on its brokers in turn.
 	cluster *kfake.Cluster
-	paths     []*pathEnv
-	admin     *kadm.Client
+	paths   []*pathEnv
+	admin   *kadm.Client
 
 	consumeEnd map[int32]int64 // end offsets of the consume topic
 	// consumePrefixes: the consume topic is written under each of these
