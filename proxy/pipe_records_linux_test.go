@@ -225,20 +225,7 @@ func TestReadPipedFetchWalk(t *testing.T) {
 	}
 	many, _ := testRecordSet(0, 1, small, 300) // ~70 KB
 	sets := map[int32][]byte{0: large, 1: huge, 2: cut, 3: many}
-	resp := kmsg.NewPtrFetchResponse()
-	resp.Version = 16
-	tp := kmsg.NewFetchResponseTopic()
-	tp.TopicID = [16]byte{9}
-	for p := int32(0); p < int32(len(sets)); p++ {
-		rp := kmsg.NewFetchResponseTopicPartition()
-		rp.Partition, rp.RecordBatches = p, sets[p]
-		tp.Partitions = append(tp.Partitions, rp)
-	}
-	resp.Topics = append(resp.Topics, tp)
-	body := resp.AppendTo([]byte{0})
-	frame := binary.BigEndian.AppendUint32(nil, uint32(4+len(body)))
-	frame = binary.BigEndian.AppendUint32(frame, 1)
-	frame = append(frame, body...)
+	frame := setsFrame(sets)
 
 	for _, pieces := range []string{"whole", "in pieces"} {
 		t.Run(pieces, func(t *testing.T) {
@@ -256,12 +243,7 @@ func TestReadPipedFetchWalk(t *testing.T) {
 					rest = rest[n:]
 				}
 			}()
-			b := &brokerConn{conn: rc, raw: rawConn(rc)}
-			b.upr.c = rc
-			r := bufio.NewReaderSize(&b.upr, 64<<10)
-			req := kmsg.NewPtrFetchRequest()
-			req.Version = 16
-			got, pb, err := b.readPart(r, &partCall{req: req, pipe: true, walk: true}, 1)
+			got, pb, err := readWalkedPart(rc)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -298,17 +280,7 @@ func TestReadPipedFetchWalk(t *testing.T) {
 func TestReadPipedFetchWalkMidHeader(t *testing.T) {
 	counts := []int{40, 40, 40, 40, 40} // ~40 KB batches: the first is past what the reader buffers
 	set, _ := testRecordSet(300, 2, counts, 1000)
-	resp := kmsg.NewPtrFetchResponse()
-	resp.Version = 16
-	tp := kmsg.NewFetchResponseTopic()
-	rp := kmsg.NewFetchResponseTopicPartition()
-	rp.RecordBatches = set
-	tp.Partitions = append(tp.Partitions, rp)
-	resp.Topics = append(resp.Topics, tp)
-	body := resp.AppendTo([]byte{0})
-	frame := binary.BigEndian.AppendUint32(nil, uint32(4+len(body)))
-	frame = binary.BigEndian.AppendUint32(frame, 1)
-	frame = append(frame, body...)
+	frame := setsFrame(map[int32][]byte{0: set})
 	first := int(binary.BigEndian.Uint32(set[8:])) + 12 // the first batch's size
 	cut := bytes.Index(frame, set[:64]) + first + 10    // ten bytes into the second header
 
@@ -324,11 +296,6 @@ func TestReadPipedFetchWalkMidHeader(t *testing.T) {
 				time.Sleep(50 * time.Millisecond) // the reader waits at the header
 				wc.Write(frame[cut:])
 			}()
-			b := &brokerConn{conn: rc, raw: rawConn(rc)}
-			b.upr.c = rc
-			r := bufio.NewReaderSize(&b.upr, 64<<10)
-			req := kmsg.NewPtrFetchRequest()
-			req.Version = 16
 			type result struct {
 				resp kmsg.Response
 				body *partBody
@@ -336,7 +303,7 @@ func TestReadPipedFetchWalkMidHeader(t *testing.T) {
 			}
 			done := make(chan result, 1)
 			go func() {
-				resp, pb, err := b.readPart(r, &partCall{req: req, pipe: true, walk: true}, 1)
+				resp, pb, err := readWalkedPart(rc)
 				done <- result{resp, pb, err}
 			}()
 			var got result
@@ -373,4 +340,34 @@ func TestReadPipedFetchWalkMidHeader(t *testing.T) {
 			}
 		})
 	}
+}
+
+// setsFrame is a Fetch v16 answer frame (correlation id 1) of one topic
+// whose partition p holds the record set sets[p], partitions 0 up.
+func setsFrame(sets map[int32][]byte) []byte {
+	resp := kmsg.NewPtrFetchResponse()
+	resp.Version = 16
+	tp := kmsg.NewFetchResponseTopic()
+	tp.TopicID = [16]byte{9}
+	for p := int32(0); p < int32(len(sets)); p++ {
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.Partition, rp.RecordBatches = p, sets[p]
+		tp.Partitions = append(tp.Partitions, rp)
+	}
+	resp.Topics = append(resp.Topics, tp)
+	body := resp.AppendTo([]byte{0})
+	frame := binary.BigEndian.AppendUint32(nil, uint32(4+len(body)))
+	frame = binary.BigEndian.AppendUint32(frame, 1)
+	return append(frame, body...)
+}
+
+// readWalkedPart reads a piped Fetch part from rc as a brokerConn does
+// for a fetch-ahead (record sets piped, their batch headers walked).
+func readWalkedPart(rc net.Conn) (kmsg.Response, *partBody, error) {
+	b := &brokerConn{conn: rc, raw: rawConn(rc)}
+	b.upr.c = rc
+	r := bufio.NewReaderSize(&b.upr, 64<<10)
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 16
+	return b.readPart(r, &partCall{req: req, pipe: true, walk: true}, 1)
 }

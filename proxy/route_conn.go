@@ -67,11 +67,9 @@ type brokerConn struct {
 	produce *produceSplicer
 	// raw is the connection's socket when it is plain TCP on Linux
 	// (Fetch records are spliced from it into pipes), else nil.
-	raw syscall.RawConn
-	upr upReader // what the reader's buffer reads: conn, each read bounded while upr.max > 0
-	// waitFn and waited: the reader's wait for readability (awaitAnswer).
-	waitFn func(fd uintptr) bool
-	waited bool
+	raw  syscall.RawConn
+	upr  upReader     // what the reader's buffer reads: conn, each read bounded while upr.max > 0
+	wait readableWait // the reader's (awaitAnswer)
 
 	closeOnce sync.Once
 	failed    chan struct{}
@@ -254,23 +252,13 @@ var answerWaitHook atomic.Pointer[func()]
 // its end, or an error) or the connection is closed. It returns at once
 // where it cannot wait so (TLS, not Linux, bytes already buffered); a
 // return with nothing queued costs only the wait on the queue that
-// follows, which is what every call had before. The first call of
-// waitFn looks for bytes already there (the poller reports readiness
-// once, edge-triggered, and RawConn.Read forgets what it saw before
-// the call); the second, after the wait, ends it.
+// follows, which is what every call had before (readableWait looks for
+// an answer that came in before the wait).
 func (b *brokerConn) awaitAnswer(r *bufio.Reader) {
 	if b.raw == nil || r.Buffered() > 0 {
 		return
 	}
-	if b.waitFn == nil {
-		b.waitFn = func(fd uintptr) bool {
-			done := b.waited
-			b.waited = true
-			return done || pendingInput(fd)
-		}
-	}
-	b.waited = false
-	_ = b.raw.Read(b.waitFn) // an error (closed) shows in b.failed or the read that follows
+	b.wait.wait(b.raw) // an error (closed) shows in b.failed or the read that follows
 }
 
 func (b *brokerConn) drainFailed() {

@@ -69,10 +69,9 @@ type session struct {
 	// poked: wakeWriter ran since the write loop last waited; the next
 	// awaitUpstream then does not wait (a poke that came between the
 	// write loop's empty queue and its wait would otherwise be lost).
-	poked    bool
-	upWaited bool // awaitUpstream's wait has happened (write loop only)
-	upWaitFn func(uintptr) bool
-	upr      upReader // what ur reads: up, each read bounded while upr.max > 0
+	poked  bool
+	upWait readableWait // awaitUpstream's (write loop only)
+	upr    upReader     // what ur reads: up, each read bounded while upr.max > 0
 	// built-in mode
 	local LocalConn
 	// single-port mode (route.go): the read loop routes every request
@@ -865,29 +864,42 @@ func (s *session) awaitUpstream() {
 	}
 	s.upWaiting = true
 	s.idleMu.Unlock()
-	// upWaitFn's first call looks whether the upstream has bytes (or
-	// its end) waiting already, and asks for a wait for readability if
-	// not; the second, after the wait, ends it. The look is needed:
-	// RawConn.Read forgets a readiness the poller saw before the call, and
-	// the poller reports a socket's bytes once (edge-triggered), so a
+	// readableWait looks whether the upstream has bytes (or its end)
+	// waiting already before it waits. The look is needed: a
 	// response that arrived between the queue check and this wait would
 	// otherwise wait for the next bytes from the upstream — a client with
 	// one request in flight, for its own timeout (TestIdleWriterResponseAlreadyThere).
 	// A poke is a read deadline in the past, which ends the wait with an
 	// error, as a close does.
-	if s.upWaitFn == nil {
-		s.upWaitFn = func(fd uintptr) bool {
-			done := s.upWaited
-			s.upWaited = true
-			return done || pendingInput(fd)
-		}
-	}
-	s.upWaited = false
-	s.upRaw.Read(s.upWaitFn)
+	s.upWait.wait(s.upRaw)
 	s.idleMu.Lock()
 	s.upWaiting, s.poked = false, false
 	s.up.SetReadDeadline(time.Time{}) // a poke must not cut the reads that follow
 	s.idleMu.Unlock()
+}
+
+// readableWait waits for a socket to be readable (bytes, its end or an
+// error) or closed, through RawConn.Read. The first call of fn looks for
+// bytes already there (pendingInput): the poller reports readiness once
+// (edge-triggered), and RawConn.Read forgets what it saw before the
+// call; the second, after the wait, ends it. Reused by one goroutine.
+type readableWait struct {
+	waited bool
+	fn     func(fd uintptr) bool
+}
+
+// wait returns once c is readable or closed (the error is the caller's
+// next read's to see).
+func (w *readableWait) wait(c syscall.RawConn) {
+	if w.fn == nil {
+		w.fn = func(fd uintptr) bool {
+			done := w.waited
+			w.waited = true
+			return done || pendingInput(fd)
+		}
+	}
+	w.waited = false
+	_ = c.Read(w.fn)
 }
 
 // wakeWriter ends the write loop's awaitUpstream wait, if it is in it,
