@@ -48,6 +48,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -398,6 +399,8 @@ type snapshot struct {
 	requests                     int64
 	proc                         procUsage
 	procErr                      error
+	self                         procUsage // this process's
+	selfErr                      error
 }
 
 func (b *bencher) snap(m *meter, e *pathEnv) snapshot {
@@ -407,6 +410,7 @@ func (b *bencher) snap(m *meter, e *pathEnv) snapshot {
 	} else {
 		s.procErr = errNotMeasured
 	}
+	s.self, s.selfErr = readProc(os.Getpid())
 	return s
 }
 
@@ -484,6 +488,10 @@ func (b *bencher) runOne(ctx context.Context, w workload, e *pathEnv, round int)
 		}
 		rss := s1.proc.rssBytes
 		res.RSSBytes = &rss
+	}
+	if s0.selfErr == nil && s1.selfErr == nil && res.WireBytes > 0 {
+		v := (s1.self.cpuSeconds - s0.self.cpuSeconds) * 1e3 / (float64(res.WireBytes) / 1e6)
+		res.BenchCPUMsPerMB = &v
 	}
 	if res.Records == 0 {
 		return res, fmt.Errorf("no records moved in %.1fs (%d errors, %d dials)", secs, res.Errors, res.Dials)

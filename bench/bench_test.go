@@ -95,6 +95,9 @@ func TestSmoke(t *testing.T) {
 		if r.Errors != 0 {
 			t.Errorf("%s: %d errors", name, r.Errors)
 		}
+		if r.BenchCPUMsPerMB == nil || *r.BenchCPUMsPerMB < 0 {
+			t.Errorf("%s: the benchmark process's own CPU was not measured (%v)", name, r.BenchCPUMsPerMB)
+		}
 		switch r.Path {
 		case Direct:
 			if r.CPUSeconds != nil || r.RSSBytes != nil {

@@ -63,8 +63,14 @@ type RunResult struct {
 	WireMBPerSec  float64  `json:"wire_mb_per_sec"`
 	CPUSeconds    *float64 `json:"cpu_seconds,omitempty"`
 	CPUMsPerMB    *float64 `json:"cpu_ms_per_mb,omitempty"`
-	RSSBytes      *int64   `json:"rss_bytes,omitempty"`
-	Latency       *Latency `json:"latency,omitempty"`
+	// BenchCPUMsPerMB is the benchmark process's own CPU per MB in the
+	// window: the clients and, in process, kfake. Over loopback the
+	// kernel charges a segment's receive to whichever side's system call
+	// or softirq sends it, so work moves between the middle process and
+	// this one; their sum is the machine's cost per MB.
+	BenchCPUMsPerMB *float64 `json:"bench_cpu_ms_per_mb,omitempty"`
+	RSSBytes        *int64   `json:"rss_bytes,omitempty"`
+	Latency         *Latency `json:"latency,omitempty"`
 	// Syscalls is the middle process's system calls in the window by name
 	// ("all": every call), with Options.Syscalls.
 	Syscalls map[string]int64 `json:"syscalls,omitempty"`
@@ -359,6 +365,9 @@ func (r RunResult) brief() string {
 	s := fmt.Sprintf("%9.0f rec/s %7.1f MB/s", r.RecordsPerSec, r.MBPerSec)
 	if r.CPUMsPerMB != nil {
 		s += fmt.Sprintf("  CPU %.3f ms/MB", *r.CPUMsPerMB)
+	}
+	if r.BenchCPUMsPerMB != nil {
+		s += fmt.Sprintf(" (bench process %.3f)", *r.BenchCPUMsPerMB)
 	}
 	if r.RSSBytes != nil {
 		s += fmt.Sprintf("  RSS %.1f MiB", mib(*r.RSSBytes))

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -21,9 +23,12 @@ import (
 // (Fetch) and by a kgo consumer in a share group (KIP-932: ShareFetch,
 // every record accepted by the next poll's acknowledgements), each round
 // with a new group, the two alternately (which goes first flips every
-// round). Figures per variant: client-side MB/s of record values, and
-// broker CPU seconds per GB from /proc/<pid>. Target: share / classic
-// throughput >= 0.9 (median of the per-round ratios).
+// round). Figures per variant: client-side MB/s of record values, broker
+// CPU seconds per GB from /proc/<pid>, the consumer's own CPU seconds per
+// GB (this process's), and its fetch round trips (how many, the median
+// time of one, the share of the read one was in flight), which show
+// whether a gap is the broker's or the consumer's. Target: share /
+// classic throughput >= 0.9 (median of the per-round ratios).
 
 // SuiteShare is the share-group vs classic-group read on the built-in
 // broker (RunShare).
@@ -74,7 +79,17 @@ type ShareRun struct {
 	Round    int     `json:"round"`
 	MBps     float64 `json:"mb_per_sec"`
 	CPUPerGB float64 `json:"broker_cpu_s_per_gb"`
-	Load1    float64 `json:"load1"` // /proc/loadavg after the run
+	// Fetches is the Fetch or ShareFetch requests the consumer sent,
+	// FetchTime the median time one took from its write to the end of
+	// its answer's read (the broker's handling and both transfers), and
+	// InFetch the share of the read's wall time a request was in flight.
+	Fetches   int64         `json:"fetches"`
+	FetchTime time.Duration `json:"fetch_time_ns"`
+	InFetch   float64       `json:"in_fetch"`
+	// ClientCPUPerGB is the benchmark process's own CPU per GB over the
+	// read: the kgo consumer, which shares the machine with the broker.
+	ClientCPUPerGB float64 `json:"client_cpu_s_per_gb"`
+	Load1          float64 `json:"load1"` // /proc/loadavg after the run
 }
 
 // ShareReport is the whole run.
@@ -89,6 +104,9 @@ type ShareReport struct {
 	ShareMBps       float64 `json:"share_mb_per_sec"`
 	ClassicCPUPerGB float64 `json:"classic_cpu_s_per_gb"`
 	ShareCPUPerGB   float64 `json:"share_cpu_s_per_gb"`
+	// The consumer's own CPU per GB (the benchmark process).
+	ClassicClientCPUPerGB float64 `json:"classic_client_cpu_s_per_gb"`
+	ShareClientCPUPerGB   float64 `json:"share_client_cpu_s_per_gb"`
 }
 
 // RunShare runs the share benchmark.
@@ -128,7 +146,8 @@ func RunShare(ctx context.Context, cfg ShareConfig) (*ShareReport, error) {
 				return nil, fmt.Errorf("round %d %s: %w", round, v, err)
 			}
 			r.Round = round
-			fmt.Fprintf(cfg.Log, "round %d %s: %.1f MB/s, broker %.3f CPU s/GB (load %.2f)\n", round, v, r.MBps, r.CPUPerGB, r.Load1)
+			fmt.Fprintf(cfg.Log, "round %d %s: %.1f MB/s, broker %.3f CPU s/GB, client %.3f CPU s/GB, %d fetches of median %v, in flight %.0f%% of the read (load %.2f)\n",
+				round, v, r.MBps, r.CPUPerGB, r.ClientCPUPerGB, r.Fetches, r.FetchTime.Round(time.Microsecond), 100*r.InFetch, r.Load1)
 			rep.Runs = append(rep.Runs, r)
 		}
 	}
@@ -152,12 +171,18 @@ func (c *ShareConfig) readOnce(ctx context.Context, p *brokerProc, variant, grou
 	} else {
 		opts = append(opts, kgo.ConsumerGroup(group), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	}
+	fh := &fetchHook{}
+	opts = append(opts, kgo.WithHooks(fh))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return r, err
 	}
 	defer cl.Close()
 	u0, err := p.usage()
+	if err != nil {
+		return r, err
+	}
+	c0, err := readProc(os.Getpid())
 	if err != nil {
 		return r, err
 	}
@@ -180,13 +205,52 @@ func (c *ShareConfig) readOnce(ctx context.Context, p *brokerProc, variant, grou
 	if err != nil {
 		return r, err
 	}
+	c1, err := readProc(os.Getpid())
+	if err != nil {
+		return r, err
+	}
 	if got != recs {
 		return r, fmt.Errorf("%s read %d records, %d produced (a record delivered twice?)", variant, got, recs)
 	}
 	r.MBps = float64(bytes) / 1e6 / d.Seconds()
 	r.CPUPerGB = (u1.cpuSeconds - u0.cpuSeconds) / (float64(bytes) / 1e9)
+	r.ClientCPUPerGB = (c1.cpuSeconds - c0.cpuSeconds) / (float64(bytes) / 1e9)
+	var busy time.Duration
+	r.Fetches, r.FetchTime, busy = fh.summary()
+	r.InFetch = busy.Seconds() / d.Seconds()
 	r.Load1 = load1()
 	return r, nil
+}
+
+// fetchHook times a consumer's Fetch and ShareFetch round trips (kgo's
+// HookBrokerE2E).
+type fetchHook struct {
+	mu    sync.Mutex
+	times []time.Duration
+}
+
+func (h *fetchHook) OnBrokerE2E(_ kgo.BrokerMetadata, key int16, e2e kgo.BrokerE2E) {
+	if key != int16(kmsg.Fetch) && key != int16(kmsg.ShareFetch) {
+		return
+	}
+	h.mu.Lock()
+	h.times = append(h.times, e2e.TimeToWrite+e2e.ReadWait+e2e.TimeToRead)
+	h.mu.Unlock()
+}
+
+// summary returns the round trips, their median and their sum.
+func (h *fetchHook) summary() (n int64, median, sum time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.times) == 0 {
+		return 0, 0, 0
+	}
+	w := slices.Clone(h.times)
+	slices.Sort(w)
+	for _, t := range w {
+		sum += t
+	}
+	return int64(len(w)), w[len(w)/2], sum
 }
 
 // setShareEarliest sets the group's share.auto.offset.reset to earliest
@@ -227,16 +291,16 @@ func load1() float64 {
 
 func (rep *ShareReport) summarise() {
 	by := map[int]map[string]ShareRun{}
-	var cm, sm, cc, sc []float64
+	var cm, sm, cc, sc, ccl, scl []float64
 	for _, r := range rep.Runs {
 		if by[r.Round] == nil {
 			by[r.Round] = map[string]ShareRun{}
 		}
 		by[r.Round][r.Variant] = r
 		if r.Variant == "share" {
-			sm, sc = append(sm, r.MBps), append(sc, r.CPUPerGB)
+			sm, sc, scl = append(sm, r.MBps), append(sc, r.CPUPerGB), append(scl, r.ClientCPUPerGB)
 		} else {
-			cm, cc = append(cm, r.MBps), append(cc, r.CPUPerGB)
+			cm, cc, ccl = append(cm, r.MBps), append(cc, r.CPUPerGB), append(ccl, r.ClientCPUPerGB)
 		}
 	}
 	var tr, cr []float64
@@ -252,6 +316,7 @@ func (rep *ShareReport) summarise() {
 	rep.ThroughputRatio, rep.CPURatio = median(tr), median(cr)
 	rep.ClassicMBps, rep.ShareMBps = median(cm), median(sm)
 	rep.ClassicCPUPerGB, rep.ShareCPUPerGB = median(cc), median(sc)
+	rep.ClassicClientCPUPerGB, rep.ShareClientCPUPerGB = median(ccl), median(scl)
 }
 
 // Met reports whether share throughput is >= 0.9 x classic.
@@ -270,12 +335,17 @@ func (rep *ShareReport) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "share vs classic group read, built-in broker fsync=never: %d B records, %d partitions, %d MiB per read, %d rounds\n",
 		cfg.RecordSize, cfg.Partitions, cfg.Bytes>>20, cfg.Rounds)
-	fmt.Fprintln(tw, "round\tvariant\tMB/s\tbroker CPU s/GB\tload1")
+	fmt.Fprintln(tw, "round\tvariant\tMB/s\tbroker CPU s/GB\tclient CPU s/GB\tfetches\tMB per fetch\tfetch median\tin fetch\tload1")
 	for _, r := range rep.Runs {
-		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.3f\t%.2f\n", r.Round, r.Variant, r.MBps, r.CPUPerGB, r.Load1)
+		mbPer := 0.0
+		if r.Fetches > 0 {
+			mbPer = float64(cfg.Bytes) / 1e6 / float64(r.Fetches)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.3f\t%.3f\t%d\t%.2f\t%v\t%.0f%%\t%.2f\n", r.Round, r.Variant, r.MBps, r.CPUPerGB, r.ClientCPUPerGB,
+			r.Fetches, mbPer, r.FetchTime.Round(time.Microsecond), 100*r.InFetch, r.Load1)
 	}
-	fmt.Fprintf(tw, "\nmedian classic\t%.1f MB/s\t%.3f CPU s/GB\n", rep.ClassicMBps, rep.ClassicCPUPerGB)
-	fmt.Fprintf(tw, "median share\t%.1f MB/s\t%.3f CPU s/GB\n", rep.ShareMBps, rep.ShareCPUPerGB)
+	fmt.Fprintf(tw, "\nmedian classic\t%.1f MB/s\t%.3f broker CPU s/GB\t%.3f client CPU s/GB\n", rep.ClassicMBps, rep.ClassicCPUPerGB, rep.ClassicClientCPUPerGB)
+	fmt.Fprintf(tw, "median share\t%.1f MB/s\t%.3f broker CPU s/GB\t%.3f client CPU s/GB\n", rep.ShareMBps, rep.ShareCPUPerGB, rep.ShareClientCPUPerGB)
 	met := "met"
 	if !rep.Met() {
 		met = "MISSED"

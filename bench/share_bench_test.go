@@ -37,8 +37,11 @@ func TestRunShareSmoke(t *testing.T) {
 		t.Fatalf("%d runs, want 4", len(rep.Runs))
 	}
 	for _, r := range rep.Runs {
-		if r.MBps <= 0 || r.CPUPerGB < 0 {
-			t.Errorf("round %d %s: %.1f MB/s, %.3f CPU s/GB", r.Round, r.Variant, r.MBps, r.CPUPerGB)
+		if r.MBps <= 0 || r.CPUPerGB < 0 || r.ClientCPUPerGB < 0 {
+			t.Errorf("round %d %s: %.1f MB/s, %.3f broker and %.3f client CPU s/GB", r.Round, r.Variant, r.MBps, r.CPUPerGB, r.ClientCPUPerGB)
+		}
+		if r.Fetches <= 0 || r.FetchTime <= 0 || r.InFetch <= 0 {
+			t.Errorf("round %d %s: %d fetches of median %v, in flight %.2f of the read: the fetch hook saw none", r.Round, r.Variant, r.Fetches, r.FetchTime, r.InFetch)
 		}
 	}
 	if rep.ThroughputRatio <= 0 || !strings.Contains(out.String(), "share / classic") {
