@@ -27,6 +27,7 @@ type Report struct {
 	WarmupSec      float64        `json:"warmup_sec"`
 	Rate           int            `json:"latency_rate"`
 	ChildProcesses bool           `json:"child_processes"`
+	TCP            string         `json:"tcp,omitempty"` // tcpSetting
 	Workloads      []WorkloadInfo `json:"workloads"`
 	Runs           []RunResult    `json:"runs"`
 	Summary        []Summary      `json:"summary"`
@@ -295,6 +296,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		b.WriteString("CPU ms/MB: utime+stime of the relay or gateway process per MB the client moved (requests + responses).\n")
 	} else {
 		b.WriteString("relay and gateway ran in-process: CPU and RSS not measured.\n")
+	}
+	if r.TCP != "" {
+		fmt.Fprintf(&b, "TCP: %s\n", r.TCP)
 	}
 	b.WriteString("\n")
 	for _, wi := range r.Workloads {

@@ -95,6 +95,7 @@ type ShareRun struct {
 // ShareReport is the whole run.
 type ShareReport struct {
 	Config ShareConfig `json:"-"`
+	TCP    string      `json:"tcp,omitempty"` // tcpSetting
 	Runs   []ShareRun  `json:"runs"`
 	// Medians of the per-round share/classic ratios, and of each
 	// variant's own figures.
@@ -134,7 +135,7 @@ func RunShare(ctx context.Context, cfg ShareConfig) (*ShareReport, error) {
 	}
 	// Records produced: the produce loop sends whole records until Bytes.
 	recs := (cfg.Bytes + int64(cfg.RecordSize) - 1) / int64(cfg.RecordSize)
-	rep := &ShareReport{Config: cfg}
+	rep := &ShareReport{Config: cfg, TCP: tcpSetting()}
 	for round := range cfg.Rounds {
 		order := []string{"classic", "share"}
 		if round%2 == 1 {
@@ -335,6 +336,9 @@ func (rep *ShareReport) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "share vs classic group read, built-in broker fsync=never: %d B records, %d partitions, %d MiB per read, %d rounds\n",
 		cfg.RecordSize, cfg.Partitions, cfg.Bytes>>20, cfg.Rounds)
+	if rep.TCP != "" {
+		fmt.Fprintf(tw, "TCP: %s\n", rep.TCP)
+	}
 	fmt.Fprintln(tw, "round\tvariant\tMB/s\tbroker CPU s/GB\tclient CPU s/GB\tfetches\tMB per fetch\tfetch median\tin fetch\tload1")
 	for _, r := range rep.Runs {
 		mbPer := 0.0

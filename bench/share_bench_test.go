@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -43,6 +44,9 @@ func TestRunShareSmoke(t *testing.T) {
 		if r.Fetches <= 0 || r.FetchTime <= 0 || r.InFetch <= 0 {
 			t.Errorf("round %d %s: %d fetches of median %v, in flight %.2f of the read: the fetch hook saw none", r.Round, r.Variant, r.Fetches, r.FetchTime, r.InFetch)
 		}
+	}
+	if cc, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control"); err == nil && !strings.Contains(out.String(), "TCP: congestion control "+strings.TrimSpace(string(cc))) {
+		t.Errorf("the report does not name the machine's congestion control (%s):\n%s", cc, out.String())
 	}
 	if rep.ThroughputRatio <= 0 || !strings.Contains(out.String(), "share / classic") {
 		t.Errorf("no ratio in the report:\n%s", out.String())

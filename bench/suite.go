@@ -359,7 +359,7 @@ func runSuite(ctx context.Context, sr suiteRun, opts Options) (*SuiteReport, err
 	rep := &SuiteReport{
 		Suite: suite, Brokers: opts.Brokers, Partitions: opts.Partitions, Rounds: opts.Rounds,
 		DurationSec: opts.Duration.Seconds(), WarmupSec: opts.Warmup.Seconds(),
-		ChildProcesses: opts.Command != nil, LoadAvgStart: loadAvg(),
+		ChildProcesses: opts.Command != nil, LoadAvgStart: loadAvg(), TCP: tcpSetting(),
 	}
 	vars := make(map[string]*variantEnv, len(vs))
 	defer func() {
@@ -613,6 +613,20 @@ func (ve *variantEnv) checkAudit(info *VariantInfo) error {
 		return fmt.Errorf("audit %s wrote nothing to %s", ve.v.audit, ve.auditFile)
 	}
 	return nil
+}
+
+// tcpSetting names the machine's TCP congestion control and default
+// queueing discipline ("" where there is no /proc), which every suite
+// reports: with bbr and no fq qdisc (loopback has none) TCP paces each
+// connection itself with high-resolution timers, and the relative
+// figures move with it (README, Performance, "TCP congestion control").
+func tcpSetting() string {
+	cc, err1 := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")
+	q, err2 := os.ReadFile("/proc/sys/net/core/default_qdisc")
+	if err1 != nil || err2 != nil {
+		return ""
+	}
+	return fmt.Sprintf("congestion control %s, default qdisc %s", strings.TrimSpace(string(cc)), strings.TrimSpace(string(q)))
 }
 
 // loadAvg reads the 1, 5 and 15 minute load averages (nil where there is

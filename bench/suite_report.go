@@ -17,6 +17,7 @@ type SuiteReport struct {
 	WarmupSec      float64        `json:"warmup_sec"`
 	ChildProcesses bool           `json:"child_processes"`
 	LoadAvgStart   []float64      `json:"loadavg_start,omitempty"` // 1, 5, 15 min
+	TCP            string         `json:"tcp,omitempty"`           // tcpSetting
 	LoadAvgEnd     []float64      `json:"loadavg_end,omitempty"`
 	Workloads      []WorkloadInfo `json:"workloads"`
 	Variants       []VariantInfo  `json:"variants"`
@@ -196,6 +197,9 @@ func (r *SuiteReport) WriteTable(w io.Writer) error {
 	if len(r.LoadAvgStart) == 3 && len(r.LoadAvgEnd) == 3 {
 		fmt.Fprintf(&b, "load average (1/5/15 min) at start %.2f %.2f %.2f, at end %.2f %.2f %.2f\n",
 			r.LoadAvgStart[0], r.LoadAvgStart[1], r.LoadAvgStart[2], r.LoadAvgEnd[0], r.LoadAvgEnd[1], r.LoadAvgEnd[2])
+	}
+	if r.TCP != "" {
+		fmt.Fprintf(&b, "TCP: %s\n", r.TCP)
 	}
 	b.WriteString("\n")
 	for _, wi := range r.Workloads {
