@@ -223,6 +223,11 @@ type Limits struct {
 	// what of a response may wait unsent in the kernel for a client that
 	// does not read; 0 leaves the kernel's default (no limit).
 	SocketUnsentBytes Size `yaml:"socket_unsent_bytes"`
+	// TCPCongestionControl is the TCP congestion control algorithm
+	// (TCP_CONGESTION, tcp(7)) of tollgate's own connections: to clients
+	// and to the upstream cluster. "" leaves the host's
+	// (net.ipv4.tcp_congestion_control), the default. Linux only.
+	TCPCongestionControl string `yaml:"tcp_congestion_control"`
 	// IdleTimeout closes a connection with no request for this long
 	// (like connections.max.idle.ms).
 	IdleTimeout Duration `yaml:"idle_timeout"`

@@ -69,6 +69,7 @@
 //	  max_in_flight: 100        # pipelined requests per connection
 //	  socket_send_buffer_bytes: 0       # SO_SNDBUF of client connections (socket.send.buffer.bytes); 0 = kernel autotuning
 //	  socket_unsent_bytes: 128KiB       # TCP_NOTSENT_LOWAT of client connections; 0 = no limit
+//	  tcp_congestion_control: ""        # TCP_CONGESTION of client and upstream connections, e.g. cubic; "" = the host's
 //	  idle_timeout: 10m         # like connections.max.idle.ms
 //	  frame_timeout: 30s        # a started frame must finish; pushed forward on progress
 //	  drain_timeout: 15s        # graceful shutdown bound

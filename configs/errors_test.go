@@ -117,6 +117,8 @@ func TestParseErrors(t *testing.T) {
 		{"preauth above max", "limits:\n  max_frame_bytes: 1MiB\n  max_preauth_frame_bytes: 2MiB\n", "3:28", "limits.max_preauth_frame_bytes", "2MiB is larger than max_frame_bytes 1MiB"},
 		{"preauth zero", "limits:\n  max_preauth_frame_bytes: 0\n", "2:28", "limits.max_preauth_frame_bytes", "want a size above zero"},
 		{"max connections zero", "limits:\n  max_connections: 0\n", "2:20", "limits.max_connections", "0: want at least 1"},
+		{"congestion control upper case", "limits:\n  tcp_congestion_control: CUBIC\n", "2:27", "limits.tcp_congestion_control", `"CUBIC": want the name of a TCP congestion control algorithm`},
+		{"congestion control too long", "limits:\n  tcp_congestion_control: abcdefghijklmnop\n", "2:27", "limits.tcp_congestion_control", "want the name of a TCP congestion control algorithm"},
 		{"max connections text", "limits:\n  max_connections: abc\n", "2:20", "limits.max_connections", `want an integer, got string "abc"`},
 		{"max connections float", "limits:\n  max_connections: 1.5\n", "2:20", "limits.max_connections", `want an integer, got number "1.5"`},
 		{"max connections overflow", "limits:\n  max_connections: 99999999999999999999\n", "2:20", "limits.max_connections", "want an integer"},

@@ -388,6 +388,9 @@ func (v *validator) limits() {
 	if l.SocketSendBufferBytes > 1<<30 {
 		v.errf("limits.socket_send_buffer_bytes", l.SocketSendBufferBytes, "%d: want at most 1GiB, or 0 (the kernel's autotuning)", l.SocketSendBufferBytes)
 	}
+	if cc := l.TCPCongestionControl; cc != "" && !validCongestionName(cc) {
+		v.errf("limits.tcp_congestion_control", cc, "%q: want the name of a TCP congestion control algorithm (1 to 15 of a-z, 0-9, _ and -, e.g. cubic or bbr), or empty for the host's", cc)
+	}
 	if l.SocketUnsentBytes > 1<<30 {
 		v.errf("limits.socket_unsent_bytes", l.SocketUnsentBytes, "%d: want at most 1GiB, or 0 (the kernel's default: no limit)", l.SocketUnsentBytes)
 	}
@@ -584,4 +587,19 @@ func normHost(h string) string {
 		return ip.String()
 	}
 	return h
+}
+
+// validCongestionName reports whether s can name a TCP congestion control
+// algorithm: the kernel's names are at most 15 bytes (TCP_CA_NAME_MAX is
+// 16 with the NUL) of lower-case letters, digits, _ and -.
+func validCongestionName(s string) bool {
+	if len(s) == 0 || len(s) > 15 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -135,6 +135,7 @@ func proxyOptions(cfg *configs.Config, log *slog.Logger) proxy.Options {
 		MaxInFlight:              cfg.Limits.MaxInFlight,
 		SocketSendBufferBytes:    socketBuffer(cfg.Limits.SocketSendBufferBytes),
 		SocketUnsentBytes:        socketBuffer(cfg.Limits.SocketUnsentBytes),
+		TCPCongestion:            cfg.Limits.TCPCongestionControl,
 		MaxConnections:           cfg.Limits.MaxConnections,
 		MaxConnectionsPerAddress: cfg.Limits.MaxConnectionsPerAddress,
 		MaxPreauthFrameBytes:     int32(min(int64(cfg.Limits.MaxPreauthFrameBytes), 1<<31-1)),

@@ -89,9 +89,13 @@ type Options struct {
 	// how much of a response may wait in the kernel unsent; 0 takes the
 	// default (128 KiB), below 0 leaves the kernel's (no limit).
 	SocketUnsentBytes int
-	IdleTimeout       time.Duration // no frame started for this long closes the connection
-	FrameTimeout      time.Duration // a started frame must finish within this (pushed forward on progress)
-	DrainTimeout      time.Duration // graceful shutdown bound
+	// TCPCongestion is the TCP congestion control algorithm (TCP_CONGESTION)
+	// of client and upstream connections; "" leaves the host's. New
+	// refuses a name the host does not offer.
+	TCPCongestion string
+	IdleTimeout   time.Duration // no frame started for this long closes the connection
+	FrameTimeout  time.Duration // a started frame must finish within this (pushed forward on progress)
+	DrainTimeout  time.Duration // graceful shutdown bound
 
 	Logger *slog.Logger
 	// LogSummaryInterval is how often repeated client-triggered log lines

@@ -102,6 +102,11 @@ func New(opts Options) (*Server, error) {
 	if len(opts.Bootstrap) == 0 && opts.Local == nil {
 		return nil, errors.New("proxy: neither an upstream bootstrap nor a local broker")
 	}
+	if opts.TCPCongestion != "" {
+		if err := checkCongestion(opts.TCPCongestion); err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
+		}
+	}
 	s := &Server{opts: opts, log: opts.Logger, sessions: make(map[*session]struct{}), perIP: make(map[string]int)}
 	if s.upstreamMode() {
 		s.nodes = newNodeRegistry()
@@ -231,6 +236,18 @@ func (s *Server) sizeSendBuffer(c net.Conn) {
 		if err := limitUnsent(tc, s.opts.SocketUnsentBytes); err != nil {
 			s.noisy.Log(slog.LevelWarn, "socket_option_failed", "", "cannot limit a client socket's unsent bytes (TCP_NOTSENT_LOWAT)", "err", err)
 		}
+	}
+	s.setCongestion(tc)
+}
+
+// setCongestion sets c's TCP congestion control to TCPCongestion, if
+// set (New checked that the host offers it).
+func (s *Server) setCongestion(c *net.TCPConn) {
+	if s.opts.TCPCongestion == "" {
+		return
+	}
+	if err := setCongestion(c, s.opts.TCPCongestion); err != nil {
+		s.noisy.Log(slog.LevelWarn, "socket_option_failed", "", "cannot set a socket's TCP congestion control (TCP_CONGESTION)", "algorithm", s.opts.TCPCongestion, "err", err)
 	}
 }
 

@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"fmt"
 	"net"
+	"os"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -22,4 +25,38 @@ func limitUnsent(c *net.TCPConn, n int) error {
 		return err
 	}
 	return serr
+}
+
+// setCongestion sets c's TCP congestion control algorithm (TCP_CONGESTION,
+// tcp(7)).
+func setCongestion(c *net.TCPConn, name string) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, name)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// checkCongestion reports whether this process may set name on its TCP
+// sockets: the kernel must have it (net.ipv4.tcp_available_congestion_control)
+// and, without CAP_NET_ADMIN, allow it (net.ipv4.tcp_allowed_congestion_control).
+func checkCongestion(name string) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("tcp_congestion_control %q: check: %w", name, err)
+	}
+	defer unix.Close(fd)
+	if err := unix.SetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION, name); err != nil {
+		avail, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
+		allowed, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+		return fmt.Errorf("tcp_congestion_control %q cannot be set: %w (this host has: %s; allowed without CAP_NET_ADMIN: %s)",
+			name, err, strings.TrimSpace(string(avail)), strings.TrimSpace(string(allowed)))
+	}
+	return nil
 }

@@ -94,6 +94,9 @@ func (s *Server) dialAddr(ctx context.Context, addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, &dialError{DialConnect, fmt.Errorf("dial upstream %s: %w", addr, err)}
 	}
+	if tc, ok := c.(*net.TCPConn); ok { // not through an egress proxy's tunnel
+		s.setCongestion(tc)
+	}
 	if utls := s.upstreamTLS.Load(); utls != nil {
 		cfg := utls.Clone()
 		if cfg.ServerName == "" {
