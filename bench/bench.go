@@ -98,6 +98,11 @@ type Options struct {
 	// window with `perf stat` (Linux, perf installed, tracepoints
 	// readable); RunResult.Syscalls has the counts.
 	Syscalls bool
+	// TCPCongestion, if set, is the gateways' limits.tcp_congestion_control
+	// in the suites that write a configuration file per variant (policy,
+	// audit, tls, single-port, vc): their own client and upstream sockets;
+	// the clients, kfake and haproxy keep the host's.
+	TCPCongestion string
 	// WorkDir is where the overhead suites write each variant's
 	// configuration file and audit sink, and leave them; "": a temporary
 	// directory, removed afterwards.

@@ -30,6 +30,13 @@ func TestSinglePortSuiteConfig(t *testing.T) {
 		if l.Brokers == configs.BrokersSinglePort && l.FetchesAhead() != (v.name == "single-port") {
 			t.Errorf("%s: fetch_ahead %v", v.name, l.FetchesAhead())
 		}
+		if cfg.Limits.TCPCongestionControl != "" {
+			t.Errorf("%s: tcp_congestion_control %q without --tcp-congestion", v.name, cfg.Limits.TCPCongestionControl)
+		}
+		v.tcpCongestion = "cubic" // --tcp-congestion cubic
+		if cfg, err = configs.Parse([]byte(v.configYAML([]string{"127.0.0.1:1"}, "")), v.name+".yaml"); err != nil || cfg.Limits.TCPCongestionControl != "cubic" {
+			t.Errorf("%s with --tcp-congestion cubic: %v, tcp_congestion_control %q", v.name, err, cfg.Limits.TCPCongestionControl)
+		}
 	}
 }
 

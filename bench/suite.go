@@ -73,11 +73,13 @@ const probeName = "tollgate-bench-probe"
 
 // variant is one gateway configuration of an overhead suite.
 type variant struct {
-	name    string
-	desc    string
-	rules   []string // YAML rule entries (each a list item), in order
-	audit   string   // off | summary | full ("" = off, no section)
-	metrics bool     // attach the metrics hooks (always, except the bench-only variant)
+	// tcpCongestion is limits.tcp_congestion_control (Options.TCPCongestion).
+	tcpCongestion string
+	name          string
+	desc          string
+	rules         []string // YAML rule entries (each a list item), in order
+	audit         string   // off | summary | full ("" = off, no section)
+	metrics       bool     // attach the metrics hooks (always, except the bench-only variant)
 	// versus is the variant this one's ratios divide by; target is the
 	// issue's minimum for that ratio (0: reported, not checked).
 	versus string
@@ -250,6 +252,9 @@ func (v variant) configYAML(upstreams []string, auditFile string) string {
 	// Every benchmark client dials from 127.0.0.1, and the connection loop
 	// opens thousands of connections a second: lift the per-address caps.
 	b.WriteString("limits:\n  max_connections_per_address: 0\n  connection_rate_per_address: 0\n")
+	if v.tcpCongestion != "" {
+		fmt.Fprintf(&b, "  tcp_congestion_control: %s\n", v.tcpCongestion)
+	}
 	if len(v.rules) > 0 {
 		b.WriteString("policy:\n  default: allow\n  rules:\n")
 		for _, r := range v.rules {
@@ -470,6 +475,7 @@ func (b *bencher) startVariant(v variant, dir string, profile bool) (*variantEnv
 	if v.relay != "" {
 		return b.startHAProxy(v, vdir)
 	}
+	v.tcpCongestion = b.opts.TCPCongestion
 	ve := &variantEnv{v: v, auditFile: filepath.Join(vdir, "audit.log")}
 	file := filepath.Join(vdir, "tollgate.yaml")
 	if err := os.WriteFile(file, []byte(v.configYAML(b.upstreams, ve.auditFile)), 0o644); err != nil {

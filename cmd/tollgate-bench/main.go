@@ -64,6 +64,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		consumeMiB = fs.Int64("consume-mib", 32, "size of the topic the consume workload loops over")
 		jsonOut    = fs.Bool("json", false, "print the report as JSON instead of a table")
 		cpuprofile = fs.String("cpuprofile", "", "write a CPU profile of the gateway process to this file (policy: the topic-100 gateway; audit: the full one; tls: the TLS one)")
+		tcpCC      = fs.String("tcp-congestion", "", "policy, audit, tls, single-port, vc: the gateways' limits.tcp_congestion_control (e.g. cubic; default: the host's)")
 		syscalls   = fs.Bool("syscalls", false, "count the relay's and the gateway's system calls in each window with perf stat (Linux; printed per MB with each run)")
 		inProcess  = fs.Bool("in-process", false, "run relay and gateway in this process (no CPU or RSS figures)")
 		check      = fs.Bool("check", false, "exit 3 if a target of the issue is missed")
@@ -158,17 +159,18 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		return faultsCmd(ctx, *tollgateBin, *workDir, *faultList, *faultModes, *faultCycles, *faultHold, *faultNetFor, *faultHole, *jsonOut, *check, *quiet, stdout, stderr)
 	}
 	opts := bench.Options{
-		Duration:     *duration,
-		Warmup:       *warmup,
-		Rounds:       *rounds,
-		Brokers:      *brokers,
-		Partitions:   *partitions,
-		Rate:         *rate,
-		ConsumeBytes: *consumeMiB << 20,
-		CPUProfile:   *cpuprofile,
-		Syscalls:     *syscalls,
-		WorkDir:      *workDir,
-		ChildStderr:  stderr,
+		Duration:      *duration,
+		Warmup:        *warmup,
+		Rounds:        *rounds,
+		Brokers:       *brokers,
+		Partitions:    *partitions,
+		Rate:          *rate,
+		ConsumeBytes:  *consumeMiB << 20,
+		CPUProfile:    *cpuprofile,
+		Syscalls:      *syscalls,
+		TCPCongestion: *tcpCC,
+		WorkDir:       *workDir,
+		ChildStderr:   stderr,
 	}
 	if *warmup == 0 {
 		opts.Warmup = -1 // Options reads 0 as "default"
