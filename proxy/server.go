@@ -208,6 +208,9 @@ func (s *Server) goAccept(l *listener, ln net.Listener, node int32) {
 			}
 			backoff = 0
 			s.sizeSendBuffer(c)
+			if tc, ok := c.(*net.TCPConn); ok {
+				s.setCongestion(tc)
+			}
 			s.startSession(l, c, node)
 		}
 	}()
@@ -237,11 +240,11 @@ func (s *Server) sizeSendBuffer(c net.Conn) {
 			s.noisy.Log(slog.LevelWarn, "socket_option_failed", "", "cannot limit a client socket's unsent bytes (TCP_NOTSENT_LOWAT)", "err", err)
 		}
 	}
-	s.setCongestion(tc)
 }
 
-// setCongestion sets c's TCP congestion control to TCPCongestion, if
-// set (New checked that the host offers it).
+// setCongestion sets the TCP congestion control of c (a client or an
+// upstream connection) to TCPCongestion, if set (New checked that the
+// host offers it).
 func (s *Server) setCongestion(c *net.TCPConn) {
 	if s.opts.TCPCongestion == "" {
 		return
