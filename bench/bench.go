@@ -202,7 +202,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep := &Report{
 		Brokers: opts.Brokers, Partitions: opts.Partitions, Rounds: opts.Rounds,
 		DurationSec: opts.Duration.Seconds(), WarmupSec: opts.Warmup.Seconds(), Rate: opts.Rate,
-		ChildProcesses: opts.Command != nil, TCP: tcpSetting(),
+		ChildProcesses: opts.Command != nil, TCP: tcpSetting(""),
 	}
 	for _, w := range ws {
 		rep.Workloads = append(rep.Workloads, WorkloadInfo{Name: w.name, Desc: w.describe(opts)})

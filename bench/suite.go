@@ -364,7 +364,7 @@ func runSuite(ctx context.Context, sr suiteRun, opts Options) (*SuiteReport, err
 	rep := &SuiteReport{
 		Suite: suite, Brokers: opts.Brokers, Partitions: opts.Partitions, Rounds: opts.Rounds,
 		DurationSec: opts.Duration.Seconds(), WarmupSec: opts.Warmup.Seconds(),
-		ChildProcesses: opts.Command != nil, LoadAvgStart: loadAvg(), TCP: tcpSetting(),
+		ChildProcesses: opts.Command != nil, LoadAvgStart: loadAvg(), TCP: tcpSetting(opts.TCPCongestion),
 	}
 	vars := make(map[string]*variantEnv, len(vs))
 	defer func() {
@@ -622,17 +622,21 @@ func (ve *variantEnv) checkAudit(info *VariantInfo) error {
 }
 
 // tcpSetting names the machine's TCP congestion control and default
-// queueing discipline ("" where there is no /proc), which every suite
-// reports: with bbr and no fq qdisc (loopback has none) TCP paces each
+// queueing discipline ("" where there is no /proc), and the gateways'
+// own algorithm where --tcp-congestion set one, which the suites report: with bbr and no fq qdisc (loopback has none) TCP paces each
 // connection itself with high-resolution timers, and the relative
 // figures move with it (README, Performance, "TCP congestion control").
-func tcpSetting() string {
+func tcpSetting(gateways string) string {
 	cc, err1 := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")
 	q, err2 := os.ReadFile("/proc/sys/net/core/default_qdisc")
 	if err1 != nil || err2 != nil {
 		return ""
 	}
-	return fmt.Sprintf("congestion control %s, default qdisc %s", strings.TrimSpace(string(cc)), strings.TrimSpace(string(q)))
+	s := fmt.Sprintf("congestion control %s, default qdisc %s", strings.TrimSpace(string(cc)), strings.TrimSpace(string(q)))
+	if gateways != "" {
+		s += fmt.Sprintf("; the gateways' own sockets: %s (--tcp-congestion)", gateways)
+	}
+	return s
 }
 
 // loadAvg reads the 1, 5 and 15 minute load averages (nil where there is

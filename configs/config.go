@@ -225,8 +225,10 @@ type Limits struct {
 	SocketUnsentBytes Size `yaml:"socket_unsent_bytes"`
 	// TCPCongestionControl is the TCP congestion control algorithm
 	// (TCP_CONGESTION, tcp(7)) of tollgate's own connections: to clients
-	// and to the upstream cluster. "" leaves the host's
-	// (net.ipv4.tcp_congestion_control), the default. Linux only.
+	// and to the upstream cluster (direct, or to a plain http:// egress
+	// proxy; not a SOCKS5 or https:// proxy's tunnel, nor the Kafka audit
+	// sink's client). "" leaves the host's (net.ipv4.tcp_congestion_control),
+	// the default. Linux only.
 	TCPCongestionControl string `yaml:"tcp_congestion_control"`
 	// IdleTimeout closes a connection with no request for this long
 	// (like connections.max.idle.ms).

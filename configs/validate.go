@@ -590,8 +590,9 @@ func normHost(h string) string {
 }
 
 // validCongestionName reports whether s can name a TCP congestion control
-// algorithm: the kernel's names are at most 15 bytes (TCP_CA_NAME_MAX is
-// 16 with the NUL) of lower-case letters, digits, _ and -.
+// algorithm: at most 15 bytes, as the kernel's (TCP_CA_NAME_MAX is 16 with
+// the NUL; it cuts longer names short), and, tollgate's own rule, made of
+// lower-case letters, digits, _ and - as every algorithm Linux ships is.
 func validCongestionName(s string) bool {
 	if len(s) == 0 || len(s) > 15 {
 		return false

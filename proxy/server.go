@@ -243,8 +243,9 @@ func (s *Server) sizeSendBuffer(c net.Conn) {
 }
 
 // setCongestion sets the TCP congestion control of c (a client or an
-// upstream connection) to TCPCongestion, if set (New checked that the
-// host offers it).
+// upstream connection) to TCPCongestion, if set. New checked that the
+// host offers it; a route locked to another algorithm can still refuse
+// it, which is logged, rate-limited, and the connection goes on.
 func (s *Server) setCongestion(c *net.TCPConn) {
 	if s.opts.TCPCongestion == "" {
 		return

@@ -44,10 +44,16 @@ func setCongestion(c *net.TCPConn, name string) error {
 }
 
 // checkCongestion reports whether this process may set name on its TCP
-// sockets: the kernel must have it (net.ipv4.tcp_available_congestion_control)
-// and, without CAP_NET_ADMIN, allow it (net.ipv4.tcp_allowed_congestion_control).
+// sockets, on a socket of its own: the kernel must have it or load it
+// (net.ipv4.tcp_available_congestion_control) and, without CAP_NET_ADMIN,
+// allow it (net.ipv4.tcp_allowed_congestion_control). A route locked to
+// another algorithm (ip route ... congctl lock) can still refuse it on a
+// connection; setCongestion's callers log that.
 func checkCongestion(name string) error {
 	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil { // a host without IPv4
+		fd, err = unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	}
 	if err != nil {
 		return fmt.Errorf("tcp_congestion_control %q: check: %w", name, err)
 	}

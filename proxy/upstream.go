@@ -94,7 +94,10 @@ func (s *Server) dialAddr(ctx context.Context, addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, &dialError{DialConnect, fmt.Errorf("dial upstream %s: %w", addr, err)}
 	}
-	if tc, ok := c.(*net.TCPConn); ok { // not through an egress proxy's tunnel
+	// A direct connection, or the one to a plain http:// CONNECT proxy;
+	// a SOCKS5 or https:// egress proxy's tunnel is another type and keeps
+	// the host's algorithm.
+	if tc, ok := c.(*net.TCPConn); ok {
 		s.setCongestion(tc)
 	}
 	if utls := s.upstreamTLS.Load(); utls != nil {

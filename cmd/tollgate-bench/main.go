@@ -109,6 +109,14 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch bench.Suite(*suite) {
+	case bench.SuitePolicy, bench.SuiteAudit, bench.SuiteTLS, bench.SuiteSinglePort, bench.SuiteVC:
+	default:
+		if set["tcp-congestion"] {
+			fmt.Fprintf(stderr, "tollgate-bench: --tcp-congestion is for the policy, audit, tls, single-port and vc suites, not %s\n", *suite)
+			return 2
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if bench.Suite(*suite) == bench.SuiteBroker {
