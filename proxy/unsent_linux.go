@@ -14,30 +14,27 @@ import (
 // yet sent (tcp(7)). Bytes sent and awaiting their acknowledgement do not
 // count, so the congestion window may grow to what the path carries.
 func limitUnsent(c *net.TCPConn, n int) error {
-	rc, err := c.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, n)
-	}); err != nil {
-		return err
-	}
-	return serr
+	return setTCPOption(c, func(fd int) error {
+		return unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, n)
+	})
 }
 
 // setCongestion sets c's TCP congestion control algorithm (TCP_CONGESTION,
 // tcp(7)).
 func setCongestion(c *net.TCPConn, name string) error {
+	return setTCPOption(c, func(fd int) error {
+		return unix.SetsockoptString(fd, unix.IPPROTO_TCP, unix.TCP_CONGESTION, name)
+	})
+}
+
+// setTCPOption runs set on c's file descriptor and returns its error.
+func setTCPOption(c *net.TCPConn, set func(fd int) error) error {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return err
 	}
 	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, name)
-	}); err != nil {
+	if err := rc.Control(func(fd uintptr) { serr = set(int(fd)) }); err != nil {
 		return err
 	}
 	return serr
