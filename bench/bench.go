@@ -101,7 +101,9 @@ type Options struct {
 	// TCPCongestion, if set, is the gateways' limits.tcp_congestion_control
 	// in the suites that write a configuration file per variant (policy,
 	// audit, tls, single-port, vc): their own client and upstream sockets;
-	// the clients, kfake and haproxy keep the host's.
+	// the clients, kfake and haproxy keep the host's. The gateway suite
+	// sets it on the relay's sockets too, so that the two are compared
+	// under one algorithm.
 	TCPCongestion string
 	// WorkDir is where the overhead suites write each variant's
 	// configuration file and audit sink, and leave them; "": a temporary
@@ -202,7 +204,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep := &Report{
 		Brokers: opts.Brokers, Partitions: opts.Partitions, Rounds: opts.Rounds,
 		DurationSec: opts.Duration.Seconds(), WarmupSec: opts.Warmup.Seconds(), Rate: opts.Rate,
-		ChildProcesses: opts.Command != nil, TCP: tcpSetting(""),
+		ChildProcesses: opts.Command != nil, TCP: tcpSetting("the relay's and the gateway's", opts.TCPCongestion),
 	}
 	for _, w := range ws {
 		rep.Workloads = append(rep.Workloads, WorkloadInfo{Name: w.name, Desc: w.describe(opts)})
@@ -321,14 +323,14 @@ func (b *bencher) startPaths() error {
 func (b *bencher) startMiddle(p Path) (childInfo, *child, func(), error) {
 	if b.opts.Command == nil {
 		log := slog.New(slog.NewTextHandler(b.opts.ChildStderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		stop, info, err := startMiddle(p, b.upstreams, log)
+		stop, info, err := startMiddle(p, b.upstreams, b.opts.TCPCongestion, log)
 		return info, nil, stop, err
 	}
 	prof := ""
 	if p == Gateway {
 		prof = b.opts.CPUProfile
 	}
-	c, err := spawnChild(b.opts.Command, p, b.upstreams, prof, b.opts.ChildStderr)
+	c, err := spawnChild(b.opts.Command, p, b.upstreams, b.opts.TCPCongestion, prof, b.opts.ChildStderr)
 	if err != nil {
 		return childInfo{}, nil, nil, err
 	}

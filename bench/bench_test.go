@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tollgate-kafka/tollgate/internal/congestion"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -68,6 +69,11 @@ func TestSmoke(t *testing.T) {
 	}
 	opts := smokeOptions(t)
 	opts.Command = testCommand
+	// --tcp-congestion reaches both children (a flag either child did not
+	// take would fail it; TestRelayTCPCongestion reads the sockets back).
+	if _, alt, _, err := congestion.Alternative(); err == nil {
+		opts.TCPCongestion = alt
+	}
 	var progress bytes.Buffer
 	opts.Progress = &progress
 	defer func() { t.Logf("progress:\n%s", progress.String()) }()
@@ -76,6 +82,9 @@ func TestSmoke(t *testing.T) {
 	rep, err := Run(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if opts.TCPCongestion != "" && !strings.Contains(rep.TCP, "own sockets: "+opts.TCPCongestion) {
+		t.Errorf("report's TCP line %q does not name --tcp-congestion %s", rep.TCP, opts.TCPCongestion)
 	}
 	if want := len(workloads) * len(Paths); len(rep.Runs) != want {
 		t.Fatalf("%d runs, want %d", len(rep.Runs), want)

@@ -42,7 +42,7 @@ type childExit struct {
 
 // ServeChild is the child side: args are
 //
-//	--child relay|tollgate --upstream host:port[,host:port...] [--cpuprofile FILE] [--log-level LEVEL]
+//	--child relay|tollgate --upstream host:port[,host:port...] [--tcp-congestion NAME] [--cpuprofile FILE] [--log-level LEVEL]
 //	--child tollgate --config FILE [--no-metrics] [--cpuprofile FILE] [--admin-listen host:port]
 //
 // It starts the relay or the gateway in front of the upstream, prints one
@@ -61,6 +61,7 @@ func ServeChild(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	config := fs.String("config", "", "gateway only: serve this configuration file (upstream, policy, audit)")
 	noMetrics := fs.Bool("no-metrics", false, "with --config: detach the metrics hooks (a benchmark-only variant; the product has no such switch)")
 	adminListen := fs.String("admin-listen", "", "with --config: serve the admin server (/metrics) here, e.g. 127.0.0.1:0 (default: off)")
+	congestion := fs.String("tcp-congestion", "", "without --config: the TCP congestion control of the relay's or the gateway's own sockets (default: the host's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -68,6 +69,9 @@ func ServeChild(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 	if *config != "" {
 		if Path(*role) != Gateway {
 			return fmt.Errorf("child: --config is for the %s child, not %q", Gateway, *role)
+		}
+		if *congestion != "" {
+			return errors.New("child: with --config, limits.tcp_congestion_control is the file's")
 		}
 		var err error
 		if cfg, err = childConfig(*config, *upstream); err != nil {
@@ -110,7 +114,7 @@ func ServeChild(args []string, stdin io.Reader, stdout, stderr io.Writer) error 
 			stop = func() {} // the gateway is stopped below, to report its counters
 		}
 	} else {
-		stop, info, err = startMiddle(Path(*role), upstreams, log)
+		stop, info, err = startMiddle(Path(*role), upstreams, *congestion, log)
 	}
 	if err != nil {
 		return err
@@ -147,18 +151,20 @@ func isFlagSet(fs *flag.FlagSet, name string) bool {
 // in this process. The gateway is assembled by package gateway from a
 // configuration, as `tollgate --upstream ...` assembles it (metrics on,
 // audit off, no policy rules): what is measured is what ships.
-func startMiddle(role Path, upstreams []string, log *slog.Logger) (stop func(), info childInfo, err error) {
+// congestion, if set, is the TCP congestion control of the relay's or the
+// gateway's own client and upstream sockets (Options.TCPCongestion).
+func startMiddle(role Path, upstreams []string, congestion string, log *slog.Logger) (stop func(), info childInfo, err error) {
 	info.Role = role
 	switch role {
 	case Relay:
-		r, routes, err := startRelay(upstreams, log)
+		r, routes, err := startRelay(upstreams, congestion, log)
 		if err != nil {
 			return nil, info, err
 		}
 		info.Routes = routes
 		return r.Close, info, nil
 	case Gateway:
-		cfg, err := gatewayConfig(upstreams)
+		cfg, err := gatewayConfig(upstreams, congestion)
 		if err != nil {
 			return nil, info, err
 		}
@@ -188,8 +194,11 @@ type child struct {
 }
 
 // spawnChild starts the child for role and waits for its info line.
-func spawnChild(command func(args []string) *exec.Cmd, role Path, upstreams []string, cpuprofile string, stderr io.Writer) (*child, error) {
+func spawnChild(command func(args []string) *exec.Cmd, role Path, upstreams []string, congestion, cpuprofile string, stderr io.Writer) (*child, error) {
 	args := []string{ChildFlag, string(role), "--upstream", strings.Join(upstreams, ",")}
+	if congestion != "" {
+		args = append(args, "--tcp-congestion", congestion)
+	}
 	if cpuprofile != "" {
 		args = append(args, "--cpuprofile", cpuprofile)
 	}
@@ -312,8 +321,9 @@ func childConfig(file, upstream string) (*configs.Config, error) {
 	return cfg, nil
 }
 
-func gatewayConfig(upstreams []string) (*configs.Config, error) {
+func gatewayConfig(upstreams []string, congestion string) (*configs.Config, error) {
 	cfg := configs.Default()
+	cfg.Limits.TCPCongestionControl = congestion
 	base := 0
 	cfg.Listeners[0].Name = "bench"
 	cfg.Listeners[0].Listen = "127.0.0.1:0"

@@ -17,8 +17,12 @@ import (
 // a hosts entry does for such a relay in production).
 type relay struct {
 	log *slog.Logger
-	lns []net.Listener
-	wg  sync.WaitGroup
+	// congestion, if set, is the TCP congestion control of both of each
+	// connection's sockets (--tcp-congestion), as the gateway's
+	// limits.tcp_congestion_control sets it on its own.
+	congestion string
+	lns        []net.Listener
+	wg         sync.WaitGroup
 
 	mu     sync.Mutex
 	closed bool
@@ -26,9 +30,10 @@ type relay struct {
 }
 
 // startRelay opens one port on 127.0.0.1 per upstream address and returns
-// the map upstream -> relay port.
-func startRelay(upstreams []string, log *slog.Logger) (*relay, map[string]string, error) {
-	r := &relay{log: log, conns: make(map[net.Conn]struct{})}
+// the map upstream -> relay port. congestion, if set, is the TCP
+// congestion control of the relay's sockets.
+func startRelay(upstreams []string, congestion string, log *slog.Logger) (*relay, map[string]string, error) {
+	r := &relay{log: log, congestion: congestion, conns: make(map[net.Conn]struct{})}
 	routes := make(map[string]string, len(upstreams))
 	for _, up := range upstreams {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -62,7 +67,7 @@ func (r *relay) accept(ln net.Listener, target string) {
 		go func() {
 			defer r.wg.Done()
 			defer r.untrack(c)
-			if err := pipe(c.(*net.TCPConn), target); err != nil {
+			if err := r.pipe(c.(*net.TCPConn), target); err != nil {
 				r.log.Debug("relay connection", "err", err)
 			}
 		}()
@@ -72,7 +77,7 @@ func (r *relay) accept(ln net.Listener, target string) {
 // pipe connects client to target and copies both ways until both sides
 // are done; each direction half-closes its destination when its source
 // ends, so a clean close propagates.
-func pipe(client *net.TCPConn, target string) error {
+func (r *relay) pipe(client *net.TCPConn, target string) error {
 	defer client.Close()
 	c, err := net.Dial("tcp", target)
 	if err != nil {
@@ -80,6 +85,14 @@ func pipe(client *net.TCPConn, target string) error {
 	}
 	up := c.(*net.TCPConn)
 	defer up.Close()
+	if r.congestion != "" {
+		// A relay that cannot set it would measure the host's algorithm
+		// under the flag's name: the connection is refused instead.
+		if err := errors.Join(setCongestion(client, r.congestion), setCongestion(up, r.congestion)); err != nil {
+			r.log.Error("relay: --tcp-congestion", "err", err)
+			return err
+		}
+	}
 	done := make(chan error, 1)
 	go func() {
 		_, err := io.Copy(up, client)

@@ -135,7 +135,7 @@ func RunShare(ctx context.Context, cfg ShareConfig) (*ShareReport, error) {
 	}
 	// Records produced: the produce loop sends whole records until Bytes.
 	recs := (cfg.Bytes + int64(cfg.RecordSize) - 1) / int64(cfg.RecordSize)
-	rep := &ShareReport{Config: cfg, TCP: tcpSetting("")}
+	rep := &ShareReport{Config: cfg, TCP: tcpSetting("", "")}
 	for round := range cfg.Rounds {
 		order := []string{"classic", "share"}
 		if round%2 == 1 {

@@ -364,7 +364,7 @@ func runSuite(ctx context.Context, sr suiteRun, opts Options) (*SuiteReport, err
 	rep := &SuiteReport{
 		Suite: suite, Brokers: opts.Brokers, Partitions: opts.Partitions, Rounds: opts.Rounds,
 		DurationSec: opts.Duration.Seconds(), WarmupSec: opts.Warmup.Seconds(),
-		ChildProcesses: opts.Command != nil, LoadAvgStart: loadAvg(), TCP: tcpSetting(opts.TCPCongestion),
+		ChildProcesses: opts.Command != nil, LoadAvgStart: loadAvg(), TCP: tcpSetting("the gateways'", opts.TCPCongestion),
 	}
 	vars := make(map[string]*variantEnv, len(vs))
 	defer func() {
@@ -622,19 +622,20 @@ func (ve *variantEnv) checkAudit(info *VariantInfo) error {
 }
 
 // tcpSetting names the machine's TCP congestion control and default
-// queueing discipline ("" where there is no /proc), and the gateways'
-// own algorithm where --tcp-congestion set one, which the suites report: with bbr and no fq qdisc (loopback has none) TCP paces each
-// connection itself with high-resolution timers, and the relative
-// figures move with it (README, Performance, "TCP congestion control").
-func tcpSetting(gateways string) string {
+// queueing discipline ("" where there is no /proc), and own, the
+// algorithm --tcp-congestion set on whose sockets, which the suites
+// report: with bbr and no fq qdisc (loopback has none) TCP paces each
+// connection itself with high-resolution timers, and the relative figures
+// move with it (README, Performance, "TCP congestion control").
+func tcpSetting(whose, own string) string {
 	cc, err1 := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")
 	q, err2 := os.ReadFile("/proc/sys/net/core/default_qdisc")
 	if err1 != nil || err2 != nil {
 		return ""
 	}
 	s := fmt.Sprintf("congestion control %s, default qdisc %s", strings.TrimSpace(string(cc)), strings.TrimSpace(string(q)))
-	if gateways != "" {
-		s += fmt.Sprintf("; the gateways' own sockets: %s (--tcp-congestion)", gateways)
+	if own != "" {
+		s += fmt.Sprintf("; %s own sockets: %s (--tcp-congestion)", whose, own)
 	}
 	return s
 }

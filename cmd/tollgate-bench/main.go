@@ -64,7 +64,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		consumeMiB = fs.Int64("consume-mib", 32, "size of the topic the consume workload loops over")
 		jsonOut    = fs.Bool("json", false, "print the report as JSON instead of a table")
 		cpuprofile = fs.String("cpuprofile", "", "write a CPU profile of the gateway process to this file (policy: the topic-100 gateway; audit: the full one; tls: the TLS one)")
-		tcpCC      = fs.String("tcp-congestion", "", "policy, audit, tls, single-port, vc: the gateways' limits.tcp_congestion_control (e.g. cubic; default: the host's)")
+		tcpCC      = fs.String("tcp-congestion", "", "gateway: the relay's and the gateway's TCP congestion control; policy, audit, tls, single-port, vc: the gateways' limits.tcp_congestion_control (e.g. cubic; default: the host's)")
 		syscalls   = fs.Bool("syscalls", false, "count the relay's and the gateway's system calls in each window with perf stat (Linux; printed per MB with each run)")
 		inProcess  = fs.Bool("in-process", false, "run relay and gateway in this process (no CPU or RSS figures)")
 		check      = fs.Bool("check", false, "exit 3 if a target of the issue is missed")
@@ -110,10 +110,10 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	switch bench.Suite(*suite) {
-	case bench.SuitePolicy, bench.SuiteAudit, bench.SuiteTLS, bench.SuiteSinglePort, bench.SuiteVC:
+	case bench.SuiteGateway, bench.SuitePolicy, bench.SuiteAudit, bench.SuiteTLS, bench.SuiteSinglePort, bench.SuiteVC:
 	default:
 		if set["tcp-congestion"] {
-			fmt.Fprintf(stderr, "tollgate-bench: --tcp-congestion is for the policy, audit, tls, single-port and vc suites, not %s\n", *suite)
+			fmt.Fprintf(stderr, "tollgate-bench: --tcp-congestion is for the gateway, policy, audit, tls, single-port and vc suites, not %s\n", *suite)
 			return 2
 		}
 	}

@@ -1,0 +1,28 @@
+package bench
+
+import (
+	"fmt"
+	"net"
+
+	"golang.org/x/sys/unix"
+)
+
+// setCongestion sets c's TCP congestion control algorithm: the relay's
+// side of --tcp-congestion, which the gateway gets from
+// limits.tcp_congestion_control.
+func setCongestion(c *net.TCPConn, name string) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION, name)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("TCP_CONGESTION %q: %w", name, serr)
+	}
+	return nil
+}
