@@ -51,6 +51,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -183,7 +184,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, errors.New("a CPU profile of the gateway needs the gateway in a child process (Options.Command)")
 	}
 
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(opts.Brokers))
+	cluster, err := newUpstream(opts.Brokers)
 	if err != nil {
 		return nil, fmt.Errorf("start kfake: %w", err)
 	}
@@ -517,16 +518,19 @@ func (b *bencher) topicFor(ctx context.Context, w workload, e *pathEnv) (string,
 		parts = 1 // one partition: every record takes the same route
 	}
 	topic := fmt.Sprintf("bench-%s-%d", w.name, b.topicSeq.Add(1))
-	if err := b.createTopic(ctx, e.topicPrefix+topic, parts); err != nil {
+	retention := strconv.Itoa(produceRetentionBytes)
+	if err := b.createTopic(ctx, e.topicPrefix+topic, parts, map[string]*string{"retention.bytes": &retention}); err != nil {
 		return "", err
 	}
 	return topic, nil
 }
 
-func (b *bencher) createTopic(ctx context.Context, topic string, parts int) error {
+// createTopic creates topic with parts partitions and the topic configs
+// (nil: the upstream's defaults).
+func (b *bencher) createTopic(ctx context.Context, topic string, parts int, configs map[string]*string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	resp, err := b.admin.CreateTopic(ctx, int32(parts), 1, nil, topic)
+	resp, err := b.admin.CreateTopic(ctx, int32(parts), 1, configs, topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -598,4 +602,27 @@ func (b *bencher) closeWindow(ctx context.Context, m *meter, e *pathEnv, s0 snap
 		s1 = b.snap(m, e)
 	}
 	return s1
+}
+
+// The benchmark's kfake upstream keeps what it is sent in memory: every
+// batch, and a copy in its in-memory segment files, each a byte slice that
+// doubles as it fills, copied whole under one lock for the whole cluster.
+// A produce run at ~1 GB/s grew the benchmark process's heap to 12-16 GB;
+// on a shared machine the kernel's page allocation then stalled whole
+// rounds of any path (114-350 MB/s against ~1000, the benchmark process at
+// 5-12 ms of CPU per MB, nearly all of it faulting pages in). So the
+// produce topics keep their last produceRetentionBytes a partition
+// (retention.bytes, applied every 250 ms: log.cleaner.backoff.ms) in
+// segments of upstreamSegmentBytes.
+const (
+	upstreamSegmentBytes  = 8 << 20
+	produceRetentionBytes = 64 << 20
+)
+
+// newUpstream starts the kfake cluster the relay and the gateways front.
+func newUpstream(brokers int) (*kfake.Cluster, error) {
+	return kfake.NewCluster(kfake.NumBrokers(brokers), kfake.BrokerConfigs(map[string]string{
+		"log.segment.bytes":      strconv.Itoa(upstreamSegmentBytes),
+		"log.cleaner.backoff.ms": "250",
+	}))
 }

@@ -349,7 +349,7 @@ func TestCreateTopicSpreadsLeaders(t *testing.T) {
 	defer cancel()
 	for i := range 4 { // kfake's random placement matches p mod 3 for 6 partitions once in 729
 		topic := fmt.Sprintf("spread-%d", i)
-		if err := b.createTopic(ctx, topic, 6); err != nil {
+		if err := b.createTopic(ctx, topic, 6, nil); err != nil {
 			t.Fatal(err)
 		}
 		td, err := b.admin.ListTopics(ctx, topic)
@@ -362,4 +362,77 @@ func TestCreateTopicSpreadsLeaders(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestUpstreamRetention: the benchmark's produce topics keep only their
+// last produceRetentionBytes a partition, and the upstream applies it on
+// its own while producers write (log.cleaner.backoff.ms), so a produce run
+// does not hold everything it wrote in the benchmark process's memory.
+func TestUpstreamRetention(t *testing.T) {
+	c, err := newUpstream(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...),
+		kgo.ProducerBatchCompression(kgo.NoCompression())) // what is produced is what is kept
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	b := &bencher{opts: Options{Brokers: 1, Partitions: 1}, upstreams: c.ListenAddrs(), cluster: c, admin: kadm.NewClient(cl)}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	topic, err := b.topicFor(ctx, workloads[0], &pathEnv{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := b.admin.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := rc.On(topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := configValue(got.Configs, "retention.bytes"); v != fmt.Sprint(produceRetentionBytes) {
+		t.Errorf("%s: retention.bytes %q, want %d", topic, v, produceRetentionBytes)
+	}
+
+	// The same on a small scale: 1 MiB segments and retention, 4 MiB
+	// produced; the log start offset moves without anyone asking.
+	one := fmt.Sprint(1 << 20)
+	if err := b.createTopic(ctx, "trimmed", 1, map[string]*string{"retention.bytes": &one, "segment.bytes": &one}); err != nil {
+		t.Fatal(err)
+	}
+	value := make([]byte, 64<<10)
+	for range 64 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "trimmed", Value: value}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for {
+		starts, err := b.admin.ListStartOffsets(ctx, "trimmed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, ok := starts.Lookup("trimmed", 0); ok && o.Err == nil && o.Offset > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the log start offset of a topic 4× over its retention.bytes did not move: %v", starts)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func configValue(cs []kadm.Config, name string) string {
+	for _, c := range cs {
+		if c.Key == name && c.Value != nil {
+			return *c.Value
+		}
+	}
+	return ""
 }

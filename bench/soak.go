@@ -137,7 +137,7 @@ func RunSoak(ctx context.Context, opts Options) (*SoakReport, error) {
 	}
 	defer admin.Close()
 	b.admin = kadm.NewClient(admin)
-	if err := b.createTopic(ctx, soakTopic, opts.Partitions); err != nil {
+	if err := b.createTopic(ctx, soakTopic, opts.Partitions, nil); err != nil {
 		return nil, err
 	}
 	gw, err := startSoakGateway(opts, b.upstreams)

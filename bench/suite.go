@@ -14,7 +14,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/tollgate-kafka/tollgate/configs"
@@ -340,7 +339,7 @@ func runSuite(ctx context.Context, sr suiteRun, opts Options) (*SuiteReport, err
 		}
 	}
 
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(opts.Brokers))
+	cluster, err := newUpstream(opts.Brokers)
 	if err != nil {
 		return nil, fmt.Errorf("start kfake: %w", err)
 	}
@@ -381,7 +380,7 @@ func runSuite(ctx context.Context, sr suiteRun, opts Options) (*SuiteReport, err
 		rep.Variants = append(rep.Variants, ve.info)
 	}
 	if suite == SuitePolicy {
-		if err := b.createTopic(ctx, probeName, 1); err != nil {
+		if err := b.createTopic(ctx, probeName, 1, nil); err != nil {
 			return nil, err
 		}
 		for i, v := range vs {

@@ -240,7 +240,7 @@ func (b *bencher) preloadConsume(ctx context.Context) error {
 		prefixes = []string{""}
 	}
 	for _, p := range prefixes {
-		if err := b.createTopic(ctx, p+consumeTopic, b.opts.Partitions); err != nil {
+		if err := b.createTopic(ctx, p+consumeTopic, b.opts.Partitions, nil); err != nil {
 			return err
 		}
 	}
