@@ -2,15 +2,16 @@ package bench
 
 import (
 	"fmt"
-	"net"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
-// setCongestion sets c's TCP congestion control algorithm: the relay's
-// side of --tcp-congestion, which the gateway gets from
+// setCongestion sets the TCP congestion control algorithm of c, a
+// connection or a listener (whose accepted connections inherit it): the
+// relay's side of --tcp-congestion, which the gateway gets from
 // limits.tcp_congestion_control.
-func setCongestion(c *net.TCPConn, name string) error {
+func setCongestion(c syscall.Conn, name string) error {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return err

@@ -4,11 +4,11 @@ package bench
 
 import (
 	"errors"
-	"net"
+	"syscall"
 )
 
 // setCongestion is Linux's TCP_CONGESTION; elsewhere --tcp-congestion is
 // refused.
-func setCongestion(*net.TCPConn, string) error {
+func setCongestion(syscall.Conn, string) error {
 	return errors.New("TCP_CONGESTION is Linux only")
 }

@@ -42,6 +42,14 @@ func startRelay(upstreams []string, congestion string, log *slog.Logger) (*relay
 			return nil, nil, fmt.Errorf("relay listen for %s: %w", up, err)
 		}
 		r.lns = append(r.lns, ln)
+		if congestion != "" {
+			// A name the host lacks fails here, before any client
+			// connects, not on every connection.
+			if err := setCongestion(ln.(*net.TCPListener), congestion); err != nil {
+				r.Close()
+				return nil, nil, fmt.Errorf("relay --tcp-congestion: %w", err)
+			}
+		}
 		routes[up] = ln.Addr().String()
 		r.wg.Add(1)
 		go r.accept(ln, up)

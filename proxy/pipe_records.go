@@ -25,8 +25,8 @@ import (
 // copied twice, and a part answer over 2 MiB (a consumer of several
 // partitions per broker) was a fresh buffer, zeroed and collected, each
 // time. With pipes the single-port gateway's CPU per MB fell by a third
-// with one broker's 3 MiB parts, and its RSS by a quarter (README,
-// Performance). A record set one pipe will not take whole continues in
+// with one broker's 3 MiB parts, and its RSS by a quarter
+// (docs/performance.md, "single-port vs port-per-broker"). A record set one pipe will not take whole continues in
 // the next (up to maxPipesPerSet), then in memory (tail); a part that
 // finds no pipe free (maxRecordPipes) is read into memory as before.
 

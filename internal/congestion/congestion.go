@@ -16,9 +16,11 @@ import (
 )
 
 // Alternative returns the host's default algorithm, one other than it
-// that the host has (reno, built into every kernel, or cubic where reno is
-// the default) and every algorithm the host has. The error says why there
-// is none to test with: no /proc, or only the default.
+// that this process may set (reno, built into every kernel, or cubic where
+// reno is the default: the host must have it and, without root, allow it
+// in tcp_allowed_congestion_control) and every algorithm the host has.
+// The error says why there is none to test with: no /proc, only the
+// default, or not allowed.
 func Alternative() (host, alt string, known []string, err error) {
 	raw, err := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")
 	if err != nil {
@@ -36,6 +38,12 @@ func Alternative() (host, alt string, known []string, err error) {
 	}
 	if !slices.Contains(known, alt) {
 		return "", "", nil, fmt.Errorf("the host has only %v: no algorithm other than its default %q to set", known, host)
+	}
+	if os.Geteuid() != 0 {
+		allowed, err := os.ReadFile("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+		if err != nil || !slices.Contains(strings.Fields(string(allowed)), alt) {
+			return "", "", nil, fmt.Errorf("%q is not in tcp_allowed_congestion_control (%s), and this process is not root", alt, strings.TrimSpace(string(allowed)))
+		}
 	}
 	return host, alt, known, nil
 }
