@@ -137,6 +137,11 @@ func TestSmoke(t *testing.T) {
 	if len(rep.Comparisons) != len(workloads) || len(rep.Targets) == 0 {
 		t.Errorf("%d comparisons, %d targets", len(rep.Comparisons), len(rep.Targets))
 	}
+	for _, c := range rep.Comparisons {
+		if c.MachineCPUGatewayRelay == nil || *c.MachineCPUGatewayRelay <= 0 {
+			t.Errorf("%s: no CPU per MB ratio with the benchmark process (%v)", c.Workload, c.MachineCPUGatewayRelay)
+		}
+	}
 
 	var table bytes.Buffer
 	if err := rep.WriteTable(&table); err != nil {
@@ -236,10 +241,10 @@ func TestSummary(t *testing.T) {
 		for i, p := range Paths {
 			r := RunResult{Workload: "produce-100b", Path: p, Round: round + 1, RecordsPerSec: rs[i]}
 			if p == Relay {
-				r.CPUMsPerMB = f(1)
+				r.CPUMsPerMB, r.BenchCPUMsPerMB = f(1), f(3)
 			}
 			if p == Gateway {
-				r.CPUMsPerMB = f(1.5)
+				r.CPUMsPerMB, r.BenchCPUMsPerMB = f(1.5), f(2.5)
 			}
 			rep.Runs = append(rep.Runs, r)
 		}
@@ -261,6 +266,10 @@ func TestSummary(t *testing.T) {
 	}
 	if c.CPUGatewayRelay == nil || *c.CPUGatewayRelay != 1.5 {
 		t.Errorf("CPU ratio = %v, want 1.5", c.CPUGatewayRelay)
+	}
+	// (1.5+2.5) / (1+3): the gateway's extra was the bench process's saving.
+	if c.MachineCPUGatewayRelay == nil || *c.MachineCPUGatewayRelay != 1 {
+		t.Errorf("machine CPU ratio = %v, want 1", c.MachineCPUGatewayRelay)
 	}
 	lc := rep.Comparisons[1]
 	// tollgate minus relay p50 per round: 0.01, 0.02, 0.03 -> median 0.02.
