@@ -228,7 +228,7 @@ func probeDisk(dir string, total int64) (float64, error) {
 		if _, err := f.Write(buf); err != nil {
 			return 0, fmt.Errorf("disk probe write: %w", err)
 		}
-		if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+		if err := datasync(f); err != nil {
 			return 0, fmt.Errorf("disk probe fdatasync: %w", err)
 		}
 		n += int64(len(buf))

@@ -80,3 +80,7 @@ func dieWithParent(cmd *exec.Cmd) {
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 }
+
+// datasync is fdatasync(2): the disk probe's flush per write, as the
+// built-in broker's with fsync=always.
+func datasync(f *os.File) error { return syscall.Fdatasync(int(f.Fd())) }

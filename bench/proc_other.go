@@ -4,6 +4,7 @@ package bench
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 )
 
@@ -18,3 +19,6 @@ var errNoProc = errors.New("per-process CPU and RSS are read from /proc, which t
 func readProc(int) (procUsage, error) { return procUsage{}, errNoProc }
 
 func dieWithParent(*exec.Cmd) {}
+
+// datasync is f.Sync where there is no fdatasync(2).
+func datasync(f *os.File) error { return f.Sync() }

@@ -35,7 +35,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 )
 
 // ConsoleHost is the host the console listener advertises.
@@ -126,7 +125,7 @@ func consoleVirtualPort(node int32) (int32, error) {
 
 // consolePair is a connected pair of stream sockets, both ends wrapped.
 func consolePair() (client, server net.Conn, err error) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	fds, err := socketpair()
 	if err != nil {
 		return nil, nil, fmt.Errorf("socketpair: %w", err)
 	}

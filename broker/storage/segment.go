@@ -10,7 +10,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"syscall"
 )
 
 // Sparse index entries. Both indexes are append-only files of fixed-size
@@ -361,23 +360,4 @@ func (s *segment) remove() error {
 	}
 	s.unref()
 	return errors.Join(errs...)
-}
-
-func fdatasync(f *os.File) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) {
-		for {
-			serr = syscall.Fdatasync(int(fd))
-			if serr != syscall.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		return err
-	}
-	return serr
 }
