@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+
+	"github.com/tollgate-kafka/tollgate/internal/congestion"
 )
 
 // relay is the yardstick: a protocol-blind TCP relay that splices socket to
@@ -30,10 +32,10 @@ type relay struct {
 }
 
 // startRelay opens one port on 127.0.0.1 per upstream address and returns
-// the map upstream -> relay port. congestion, if set, is the TCP
+// the map upstream -> relay port. algorithm, if set, is the TCP
 // congestion control of the relay's sockets.
-func startRelay(upstreams []string, congestion string, log *slog.Logger) (*relay, map[string]string, error) {
-	r := &relay{log: log, congestion: congestion, conns: make(map[net.Conn]struct{})}
+func startRelay(upstreams []string, algorithm string, log *slog.Logger) (*relay, map[string]string, error) {
+	r := &relay{log: log, congestion: algorithm, conns: make(map[net.Conn]struct{})}
 	routes := make(map[string]string, len(upstreams))
 	for _, up := range upstreams {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -42,12 +44,12 @@ func startRelay(upstreams []string, congestion string, log *slog.Logger) (*relay
 			return nil, nil, fmt.Errorf("relay listen for %s: %w", up, err)
 		}
 		r.lns = append(r.lns, ln)
-		if congestion != "" {
+		if algorithm != "" {
 			// A name the host lacks fails here, before any client
 			// connects, not on every connection.
-			if err := setCongestion(ln.(*net.TCPListener), congestion); err != nil {
+			if err := congestion.Set(ln.(*net.TCPListener), algorithm); err != nil {
 				r.Close()
-				return nil, nil, fmt.Errorf("relay --tcp-congestion: %w", err)
+				return nil, nil, fmt.Errorf("relay --tcp-congestion %q: %w", algorithm, err)
 			}
 		}
 		routes[up] = ln.Addr().String()
@@ -96,7 +98,7 @@ func (r *relay) pipe(client *net.TCPConn, target string) error {
 	if r.congestion != "" {
 		// A relay that cannot set it would measure the host's algorithm
 		// under the flag's name: the connection is refused instead.
-		if err := errors.Join(setCongestion(client, r.congestion), setCongestion(up, r.congestion)); err != nil {
+		if err := errors.Join(congestion.Set(client, r.congestion), congestion.Set(up, r.congestion)); err != nil {
 			r.log.Error("relay: --tcp-congestion", "err", err)
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tollgate-kafka/tollgate/internal/congestion"
 	"github.com/tollgate-kafka/tollgate/lograte"
 	"github.com/tollgate-kafka/tollgate/policy"
 	"github.com/tollgate-kafka/tollgate/wire"
@@ -103,7 +104,7 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("proxy: neither an upstream bootstrap nor a local broker")
 	}
 	if opts.TCPCongestion != "" {
-		if err := checkCongestion(opts.TCPCongestion); err != nil {
+		if err := congestion.Check(opts.TCPCongestion); err != nil {
 			return nil, fmt.Errorf("proxy: %w", err)
 		}
 	}
@@ -250,7 +251,7 @@ func (s *Server) setCongestion(c *net.TCPConn) {
 	if s.opts.TCPCongestion == "" {
 		return
 	}
-	if err := setCongestion(c, s.opts.TCPCongestion); err != nil {
+	if err := congestion.Set(c, s.opts.TCPCongestion); err != nil {
 		s.noisy.Log(slog.LevelWarn, "socket_option_failed", "", "cannot set a socket's TCP congestion control (TCP_CONGESTION)", "algorithm", s.opts.TCPCongestion, "err", err)
 	}
 }

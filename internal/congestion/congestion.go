@@ -1,8 +1,8 @@
-// Package congestion reads TCP congestion control back from the kernel,
-// for the tests of the settings that choose it (the gateway's
-// limits.tcp_congestion_control and the benchmark relay's
-// --tcp-congestion): which algorithm to set so that it differs from the
-// host's default, and which algorithm ss(8) reports on given sockets.
+// Package congestion is TCP congestion control on this host: Check and
+// Set for the gateway's limits.tcp_congestion_control and the benchmark
+// relay's --tcp-congestion, and, for their tests, which algorithm to set
+// so that it differs from the host's default (Alternative) and which
+// algorithm ss(8) reports on given sockets (Of).
 package congestion
 
 import (
